@@ -1,0 +1,94 @@
+/*
+ * nova-sched-ext NUMA fit engine: data layout shared by cfit.c and the cffi
+ * declarations in _cfit_build.py (which reads this header).
+ *
+ * Hosts are passed as one byte buffer of variable-length records: a
+ * struct nse_host followed by n_cells struct nse_host_cell.  The caller
+ * builds it once per request by joining per-host records it caches.
+ */
+#define NSE_MAX_CELLS 16
+#define NSE_MAX_PAGE_SIZES 8
+#define NSE_MAX_THREADS 16
+#define NSE_HIST_LEN 17
+#define NSE_MAX_PERMUTATIONS 200000
+
+#define NSE_NO 0
+#define NSE_YES 1
+#define NSE_UNKNOWN 2
+
+#define NSE_HOST_OK 0
+#define NSE_HOST_NO_TOPOLOGY 1
+#define NSE_HOST_UNSUPPORTED 2
+
+#define NSE_ERR_TRUNCATED -1
+#define NSE_ERR_BAD_HOST -2
+#define NSE_ERR_BAD_REQUEST -3
+#define NSE_ERR_BAD_PCI -4
+
+struct nse_host {
+    int32_t status;
+    int32_t n_cells;
+    int32_t has_limits;
+    int32_t has_pci_stats;
+    int32_t candidates;
+    int32_t reserved_;
+    double cpu_allocation_ratio;
+    double ram_allocation_ratio;
+};
+
+struct nse_host_cell {
+    int64_t memory;
+    int64_t memory_usage;
+    int64_t pci_devices;
+    int64_t page_size_kb[NSE_MAX_PAGE_SIZES];
+    int64_t page_total[NSE_MAX_PAGE_SIZES];
+    int64_t page_used[NSE_MAX_PAGE_SIZES];
+    int64_t page_reserved[NSE_MAX_PAGE_SIZES];
+    int32_t id;
+    int32_t cpus;
+    int32_t pcpus;
+    int32_t free_pcpus;
+    int32_t cpu_usage;
+    int32_t threads_per_core;
+    int32_t pcpus_are_cpus;
+    int32_t n_pages;
+    /* free_sibling_hist[s]: number of sibling sets with s free threads */
+    int32_t free_sibling_hist[NSE_HIST_LEN];
+    int32_t reserved_;
+};
+
+struct nse_request_cell {
+    int64_t memory;
+    int64_t pagesize;
+    int32_t id;
+    int32_t cpus;
+    int32_t pcpus;
+    int32_t cpu_policy;
+    int32_t thread_policy;
+    int32_t reserved_;
+};
+
+struct nse_request {
+    int32_t n_cells;
+    int32_t emulator_threads_isolated;
+    int32_t has_pci;
+    int32_t pci_count;
+    int32_t pci_policy;
+    int32_t has_pci_requests;
+    int32_t pack;
+    int32_t reserved_;
+    struct nse_request_cell cells[NSE_MAX_CELLS];
+};
+
+/*
+ * Answer, for each of n_hosts records in hosts[0..hosts_len), whether the
+ * request fits (NSE_YES / NSE_NO / NSE_UNKNOWN), into answers[0..n_hosts).
+ * pci (pci_words int64 words) holds one record per host when req->has_pci:
+ * n_cells, matching[n_cells], eligible[n_cells], matching_no_numa,
+ * eligible_no_numa, eligible_all.  Returns 0, or a negative NSE_ERR_* when
+ * the input is malformed (answers are then undefined).
+ */
+int nse_fit_hosts(const unsigned char *hosts, size_t hosts_len,
+                  int32_t n_hosts, const struct nse_request *req,
+                  const int64_t *pci, size_t pci_words,
+                  unsigned char *answers);

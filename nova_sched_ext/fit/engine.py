@@ -1,0 +1,134 @@
+"""The fit engine's face: one switch between the C helper and the twin.
+
+``check_hosts(hosts, request)`` answers YES / NO / UNKNOWN for many prepared
+hosts in one call (one Python-to-C transition per request).  The C helper is
+used when it is built and loaded; ``NOVA_SCHED_EXT_FIT_BACKEND=python`` or
+``[nova_sched_ext] fit_backend = python`` force the pure-Python twin.  If the
+helper cannot be loaded the engine logs one warning and uses the twin: both
+give the same answers.
+"""
+
+import os
+import threading
+import typing
+
+from oslo_log import log as logging
+
+from nova_sched_ext import conf
+from nova_sched_ext.fit import model as m
+from nova_sched_ext.fit import packing
+from nova_sched_ext.fit import pyfit
+
+LOG = logging.getLogger(__name__)
+
+_load_lock = threading.Lock()
+_cfit = None
+_cfit_tried = False
+
+
+class PreparedHost(typing.NamedTuple):
+    """A host model with its packed C record, built once and cached."""
+
+    model: m.Host
+    packed: bytes
+
+
+UNSUPPORTED_HOST = m.Host(cells=(), status=m.HOST_UNSUPPORTED)
+
+
+def prepare(host):
+    return PreparedHost(host, packing.pack_host(host))
+
+
+def _load_cfit():
+    global _cfit, _cfit_tried
+    if _cfit_tried:
+        return _cfit
+    with _load_lock:
+        if not _cfit_tried:
+            try:
+                from nova_sched_ext.fit import _cfit as module
+                _cfit = module
+            except ImportError as exc:
+                LOG.warning('nova-sched-ext: the C fit helper could not be '
+                            'loaded (%s); using the pure-Python fit engine, '
+                            'which gives the same answers more slowly. '
+                            'Reinstall the package with a C compiler to '
+                            'build it.', exc)
+            _cfit_tried = True
+    return _cfit
+
+
+def _wanted_backend():
+    if os.environ.get(conf.FIT_BACKEND_ENV, '').lower() == 'python':
+        return 'python'
+    return conf.CONF.nova_sched_ext.fit_backend
+
+
+def backend_name():
+    """'c' or 'python': the implementation check_hosts will use."""
+    if _wanted_backend() == 'python':
+        return 'python'
+    return 'c' if _load_cfit() is not None else 'python'
+
+
+def _check_python(hosts, request, pcis):
+    return [pyfit.fits(prepared.model, request,
+                       pcis[i] if pcis is not None else None)
+            for i, prepared in enumerate(hosts)]
+
+
+def _check_c(cfit, hosts, request, pcis):
+    ffi, lib = cfit.ffi, cfit.lib
+    if request.pci is not None:
+        # A host whose PCI devices could not be described is left to Nova.
+        hosts = [h if pcis[i] is not None or h.model.status != m.HOST_OK
+                 else _UNSUPPORTED_PREPARED for i, h in enumerate(hosts)]
+        words = []
+        for i, prepared in enumerate(hosts):
+            words.extend(packing.pci_words(prepared.model, pcis[i]))
+        pci = ffi.new('int64_t[]', words)
+        pci_len = len(words)
+    else:
+        pci, pci_len = ffi.NULL, 0
+    buffer = b''.join([h.packed for h in hosts])
+    req = ffi.new('struct nse_request *')
+    ffi.memmove(req, packing.pack_request(request),
+                ffi.sizeof('struct nse_request'))
+    answers = ffi.new('unsigned char[]', max(len(hosts), 1))
+    rc = lib.nse_fit_hosts(ffi.from_buffer(buffer), len(buffer), len(hosts),
+                           req, pci, pci_len, answers)
+    if rc != 0:
+        LOG.error('nova-sched-ext: the C fit helper refused its input '
+                  '(error %d); answering with the pure-Python engine. '
+                  'Please report this as a bug.', rc)
+        return _check_python(hosts, request, pcis)
+    return list(ffi.unpack(answers, len(hosts)))
+
+
+def check_hosts(hosts, request, pcis=None):
+    """Answer YES / NO / UNKNOWN for each prepared host.
+
+    :param hosts: a sequence of :class:`PreparedHost`
+    :param request: a :class:`~nova_sched_ext.fit.model.Request` with at
+        least one cell and at most ``MAX_CELLS``
+    :param pcis: when ``request.pci`` is set, a sequence parallel to
+        ``hosts`` of :class:`~nova_sched_ext.fit.model.HostPci` (None for a
+        host whose devices are unknown: it is answered UNKNOWN)
+    """
+    if len(request.cells) > m.MAX_CELLS:
+        return [m.UNKNOWN] * len(hosts)
+    if request.pci is not None and pcis is None:
+        return [m.UNKNOWN] * len(hosts)
+    if backend_name() == 'c':
+        return _check_c(_load_cfit(), hosts, request, pcis)
+    return _check_python(hosts, request, pcis)
+
+
+def fits(host, request, pci=None):
+    """Answer for one :class:`~nova_sched_ext.fit.model.Host`."""
+    pcis = [pci] if request.pci is not None else None
+    return check_hosts([prepare(host)], request, pcis)[0]
+
+
+_UNSUPPORTED_PREPARED = prepare(UNSUPPORTED_HOST)
