@@ -1,0 +1,22 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import setuptools
+
+# pbr reads the metadata, requirements and entry points from setup.cfg;
+# cffi_modules compiles the C NUMA fit helper (out-of-line API mode) from
+# the ffibuilder defined in the build script.
+setuptools.setup(
+    setup_requires=['pbr>=6', 'cffi>=1.15'],
+    pbr=True,
+    cffi_modules=['nova_sched_ext/fit/_cfit_build.py:ffibuilder'],
+)
