@@ -1,0 +1,80 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Discovery of plugin classes through stevedore entry-point namespaces.
+
+Every plugin kind has its own namespace (``nova_sched_ext.filters``,
+``nova_sched_ext.weighers``, ...).  Any installed distribution, this one or a
+third party's, adds a plugin by declaring an entry point there; nothing in
+this package has to change.
+
+Nova builds its name -> class map from what these functions return, once at
+scheduler start.  One broken plugin must not stop the scheduler from
+starting, so a plugin that fails to import or is not of the expected kind is
+logged and skipped instead of raising.
+"""
+
+from oslo_log import log as logging
+from stevedore import extension
+
+LOG = logging.getLogger(__name__)
+
+
+def _log_skipped(namespace, entry_point, why):
+    LOG.error('Skipping plugin %(name)s = %(target)s of entry point '
+              'namespace %(ns)s: %(why)s',
+              {'name': entry_point.name, 'target': entry_point.value,
+               'ns': namespace, 'why': why})
+
+
+def _log_load_failure(manager, entry_point, exc):
+    _log_skipped(manager.namespace, entry_point,
+                 'it failed to load: %s' % exc)
+
+
+def load_classes(namespace, base_class):
+    """Return the classes registered in an entry-point namespace.
+
+    :param namespace: the stevedore namespace, e.g. ``nova_sched_ext.filters``
+    :param base_class: the class every plugin must derive from (Nova's
+        ``BaseHostFilter``, ``BaseHostWeigher``, ...); other objects are
+        logged and skipped.
+    :returns: a list of classes, ordered by entry-point name, each class once.
+    """
+    manager = extension.ExtensionManager(
+        namespace,
+        invoke_on_load=False,
+        on_load_failure_callback=_log_load_failure)
+
+    classes = []
+    by_class_name = {}
+    for ext in sorted(manager, key=lambda ext: ext.name):
+        plugin = ext.plugin
+        if not (isinstance(plugin, type) and issubclass(plugin, base_class)):
+            _log_skipped(namespace, ext.entry_point,
+                         'it is not a subclass of %s.%s'
+                         % (base_class.__module__, base_class.__name__))
+            continue
+        other = by_class_name.get(plugin.__name__)
+        if other is plugin:
+            continue
+        if other is not None:
+            # Nova keys its plugin map by bare class name: the later class
+            # would silently replace the earlier one.
+            LOG.warning('Plugins %(a)s.%(n)s and %(b)s.%(n)s in entry point '
+                        'namespace %(ns)s share the class name %(n)s; Nova '
+                        'can only use one of them.',
+                        {'a': other.__module__, 'b': plugin.__module__,
+                         'n': plugin.__name__, 'ns': namespace})
+        by_class_name[plugin.__name__] = plugin
+        classes.append(plugin)
+    return classes

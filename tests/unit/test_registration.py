@@ -1,0 +1,227 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Plugins are found through entry points, including other distributions'.
+
+These tests need the package installed (``pip install -e .``): the
+entry points of ``setup.cfg`` only exist in the installed metadata.
+"""
+
+import importlib.metadata
+import logging
+import os
+import sys
+import textwrap
+import uuid
+
+import fixtures
+from nova.scheduler import filters as nova_filters
+from nova.scheduler import weights as nova_weights
+from oslotest import base
+from stevedore import _cache as stevedore_cache
+from stevedore import extension
+
+from nova_sched_ext import filters
+from nova_sched_ext import weighers
+
+THIRD_PARTY_MODULE = textwrap.dedent('''
+    from nova.scheduler import filters
+    from nova.scheduler import weights
+
+
+    class ThirdPartyFilter(filters.BaseHostFilter):
+        def host_passes(self, host_state, spec_obj):
+            return True
+
+
+    class ThirdPartyWeigher(weights.BaseHostWeigher):
+        def _weigh_object(self, host_state, weight_properties):
+            return 0.0
+
+
+    class NotAPlugin:
+        pass
+''')
+
+
+class ThirdPartyDistribution(fixtures.Fixture):
+    """A distribution installed beside this one: a module plus a dist-info.
+
+    Nothing of it lives inside nova_sched_ext; it reaches the package only
+    through the entry points it declares.  The module name is unique per
+    fixture so that neither sys.modules nor any entry-point cache can hand a
+    test the plugins of an earlier one.
+    """
+
+    def __init__(self, entry_points):
+        super().__init__()
+        self.module = 'thirdparty_%s' % uuid.uuid4().hex
+        self._entry_points = entry_points
+
+    def _setUp(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(root, self.module + '.py'), 'w') as f:
+            f.write(THIRD_PARTY_MODULE)
+        dist_info = os.path.join(root, '%s-1.0.dist-info' % self.module)
+        os.mkdir(dist_info)
+        with open(os.path.join(dist_info, 'METADATA'), 'w') as f:
+            f.write('Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n'
+                    % self.module)
+        with open(os.path.join(dist_info, 'entry_points.txt'), 'w') as f:
+            for group, entries in self._entry_points.items():
+                f.write('[%s]\n' % group)
+                for name, attr in entries.items():
+                    f.write('%s = %s:%s\n' % (name, self.module, attr))
+        self.root = root
+        self.addCleanup(sys.modules.pop, self.module, None)
+
+    def on_path(self):
+        return fixtures.PythonPathEntry(self.root)
+
+
+class TestRegistration(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_sched_ext.registry', level=logging.DEBUG))
+        # stevedore keeps what it found per namespace for the life of the
+        # process, and on disk per sys.path; start each test from a rescan
+        # and keep the disk cache of test paths out of the user's home.
+        self._rescan()
+        cache_dir = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MockPatchObject(
+            stevedore_cache._c, '_dir', cache_dir))
+
+    def _rescan(self):
+        self.useFixture(fixtures.MockPatchObject(
+            extension.ExtensionManager, 'ENTRY_POINT_CACHE', {}))
+
+    @staticmethod
+    def _names(classes):
+        return {'%s.%s' % (cls.__module__, cls.__name__) for cls in classes}
+
+    def test_own_filter_is_registered(self):
+        self.assertIn('nova_sched_ext.filters.numa_fit.NUMAFitFilter',
+                      self._names(filters.all_filters()))
+        self.assertNotIn('Skipping', self.log.output)
+
+    def test_third_party_filter_and_weigher_are_picked_up(self):
+        dist = self.useFixture(ThirdPartyDistribution({
+            'nova_sched_ext.filters': {'ThirdPartyFilter': 'ThirdPartyFilter'},
+            'nova_sched_ext.weighers': {
+                'ThirdPartyWeigher': 'ThirdPartyWeigher'},
+        }))
+        third_filter = '%s.ThirdPartyFilter' % dist.module
+        third_weigher = '%s.ThirdPartyWeigher' % dist.module
+
+        # Not installed yet: not there.  This also proves the assertions
+        # below are not satisfied by something found earlier.
+        self.assertNotIn(third_filter, self._names(filters.all_filters()))
+        self.assertNotIn(third_weigher,
+                         self._names(weighers.all_weighers()))
+
+        with dist.on_path():
+            self._rescan()
+            found_filters = self._names(filters.all_filters())
+            found_weighers = self._names(weighers.all_weighers())
+
+        self.assertIn(third_filter, found_filters)
+        self.assertIn('nova_sched_ext.filters.numa_fit.NUMAFitFilter',
+                      found_filters)
+        self.assertIn(third_weigher, found_weighers)
+
+    def test_broken_plugins_are_logged_and_skipped(self):
+        dist = self.useFixture(ThirdPartyDistribution({
+            'nova_sched_ext.filters': {
+                'ThirdPartyFilter': 'ThirdPartyFilter',
+                'MissingFilter': 'NoSuchClass',
+                'NotAFilter': 'NotAPlugin',
+                'WrongKindFilter': 'ThirdPartyWeigher',
+            },
+        }))
+        with dist.on_path():
+            self._rescan()
+            found = self._names(filters.all_filters())
+
+        self.assertIn('%s.ThirdPartyFilter' % dist.module, found)
+        self.assertIn('nova_sched_ext.filters.numa_fit.NUMAFitFilter', found)
+        self.assertNotIn('%s.NotAPlugin' % dist.module, found)
+        self.assertNotIn('%s.ThirdPartyWeigher' % dist.module, found)
+        for name in ('MissingFilter', 'NotAFilter', 'WrongKindFilter'):
+            self.assertIn('Skipping plugin %s = ' % name, self.log.output)
+        self.assertIn('it failed to load', self.log.output)
+        self.assertIn(
+            'not a subclass of nova.scheduler.filters.BaseHostFilter',
+            self.log.output)
+
+    def test_nova_handler_loads_all_filters_by_path(self):
+        dist = self.useFixture(ThirdPartyDistribution({
+            'nova_sched_ext.filters': {'ThirdPartyFilter': 'ThirdPartyFilter'},
+        }))
+        with dist.on_path():
+            self._rescan()
+            # What nova-scheduler does with [filter_scheduler]
+            # available_filters set as the README tells deployers.
+            classes = nova_filters.HostFilterHandler().get_matching_classes(
+                ['nova.scheduler.filters.all_filters',
+                 'nova_sched_ext.filters.all_filters'])
+
+        by_name = {cls.__name__: cls for cls in classes}
+        self.assertIn('NUMATopologyFilter', by_name)
+        self.assertEqual('nova_sched_ext.filters.numa_fit',
+                         by_name['NUMAFitFilter'].__module__)
+        self.assertEqual(dist.module, by_name['ThirdPartyFilter'].__module__)
+        for cls in classes:
+            self.assertTrue(issubclass(cls, nova_filters.BaseHostFilter))
+
+    def test_nova_handler_loads_all_weighers_by_path(self):
+        dist = self.useFixture(ThirdPartyDistribution({
+            'nova_sched_ext.weighers': {
+                'ThirdPartyWeigher': 'ThirdPartyWeigher'},
+        }))
+        with dist.on_path():
+            self._rescan()
+            classes = nova_weights.HostWeightHandler().get_matching_classes(
+                ['nova_sched_ext.weighers.all_weighers'])
+
+        self.assertIn('%s.ThirdPartyWeigher' % dist.module,
+                      self._names(classes))
+
+
+class TestInstalledMetadata(base.BaseTestCase):
+    """setup.cfg's entry points reach the installed distribution."""
+
+    @staticmethod
+    def _entry_point(group, name):
+        matches = importlib.metadata.entry_points(group=group, name=name)
+        return {ep.value for ep in matches}
+
+    def test_config_opts_entry_point(self):
+        self.assertEqual({'nova_sched_ext.conf:list_opts'},
+                         self._entry_point('oslo.config.opts',
+                                           'nova_sched_ext'))
+
+    def test_console_scripts(self):
+        self.assertEqual({'nova_sched_ext.cmd.bench:main'},
+                         self._entry_point('console_scripts',
+                                           'nova-sched-ext-bench'))
+        self.assertEqual({'nova_sched_ext.cmd.demo:main'},
+                         self._entry_point('console_scripts',
+                                           'nova-sched-ext-demo'))
+
+    def test_distribution_metadata(self):
+        dist = importlib.metadata.distribution('nova-sched-ext')
+        self.assertEqual('>=3.11', dist.metadata['Requires-Python'])
+        requires = ' '.join(dist.requires or [])
+        self.assertIn('nova', requires)
+        self.assertIn('stevedore', requires)
