@@ -26,6 +26,7 @@ import uuid
 import fixtures
 from nova.scheduler import filters as nova_filters
 from nova.scheduler import weights as nova_weights
+from oslo_config import generator
 from oslotest import base
 from stevedore import _cache as stevedore_cache
 from stevedore import extension
@@ -218,6 +219,21 @@ class TestInstalledMetadata(base.BaseTestCase):
         self.assertEqual({'nova_sched_ext.cmd.demo:main'},
                          self._entry_point('console_scripts',
                                            'nova-sched-ext-demo'))
+
+    def test_sample_config_is_current(self):
+        top = os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))
+        sample = os.path.join(top, 'etc', 'nova-sched-ext.conf.sample')
+        fresh = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                             'sample')
+        generator.main(args=[
+            '--config-file',
+            os.path.join(top, 'etc', 'nova-sched-ext-config-generator.conf'),
+            '--output-file', fresh])
+        with open(sample) as f, open(fresh) as g:
+            self.assertEqual(g.read(), f.read(),
+                             'etc/nova-sched-ext.conf.sample is out of date: '
+                             'run tox -e genconfig')
 
     def test_distribution_metadata(self):
         dist = importlib.metadata.distribution('nova-sched-ext')
