@@ -29,7 +29,7 @@ CONF = cfg.CONF
 
 # Devices assumed for a host without PCI stats: Nova skips the PCI check
 # there, so the engine must never run out of them.
-_UNLIMITED = 1 << 62
+_UNLIMITED = 1 << 40
 
 _CPU_POLICY = {
     None: m.CPU_SHARED,

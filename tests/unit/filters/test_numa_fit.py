@@ -1,0 +1,210 @@
+"""NUMAFitFilter with Nova's own fakes, beside Nova's NUMATopologyFilter."""
+
+import threading
+from unittest import mock
+
+from hypothesis import given
+from hypothesis import HealthCheck
+from hypothesis import settings
+from hypothesis import strategies as st
+from nova import objects
+from nova.scheduler.filters import numa_topology_filter
+from nova.tests.unit.scheduler import fakes
+from oslo_utils.fixture import uuidsentinel as uuids
+import testtools
+
+from nova_sched_ext.filters import numa_fit
+from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import engine
+from tests.unit.fit import strategies
+
+
+def spec(numa_topology, pci_requests=None, rebuild=False):
+    spec_obj = objects.RequestSpec(
+        numa_topology=numa_topology,
+        pci_requests=objects.InstancePCIRequests(requests=pci_requests)
+        if pci_requests else None,
+        instance_uuid=uuids.fake,
+        flavor=objects.Flavor(extra_specs={}),
+        image=objects.ImageMeta(properties=objects.ImageMetaProps()))
+    if rebuild:
+        spec_obj.scheduler_hints = {'_nova_check_type': ['rebuild']}
+    return spec_obj
+
+
+def host(name, topology, pci_stats=None, candidates=1):
+    return fakes.FakeHostState(name, name, {
+        'numa_topology': topology, 'pci_stats': pci_stats,
+        'cpu_allocation_ratio': 16.0, 'ram_allocation_ratio': 1.5,
+        'allocation_candidates': [{'mappings': {}}] * candidates})
+
+
+def dedicated(cpus, memory=512, cells=1):
+    return objects.InstanceNUMATopology(cells=[
+        objects.InstanceNUMACell(
+            id=i, cpuset=set(), pcpuset=set(range(i * cpus, (i + 1) * cpus)),
+            memory=memory, cpu_policy='dedicated')
+        for i in range(cells)])
+
+
+def host_topology(pcpus_per_cell, cells=2, pinned=()):
+    return objects.NUMATopology(cells=[
+        objects.NUMACell(
+            id=i, cpuset=set(),
+            pcpuset=set(range(i * 16, i * 16 + pcpus_per_cell)),
+            memory=4096, cpu_usage=0, memory_usage=0,
+            pinned_cpus=set(c for c in pinned if i * 16 <= c < i * 16 + 16),
+            siblings=[{c} for c in range(i * 16, i * 16 + pcpus_per_cell)],
+            mempages=[objects.NUMAPagesTopology(size_kb=4, total=1048576,
+                                                used=0, reserved=0)],
+            network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                     tunneled=False))
+        for i in range(cells)])
+
+
+class TestNUMAFitFilter(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.filt = numa_fit.NUMAFitFilter()
+        self.nova = numa_topology_filter.NUMATopologyFilter()
+
+    def names(self, hosts):
+        return [h.host for h in hosts]
+
+    def test_rejects_hosts_that_cannot_fit(self):
+        hosts = [host('big', host_topology(8)),
+                 host('small', host_topology(2)),
+                 host('busy', host_topology(8, pinned=range(0, 32))),
+                 host('none', None)]
+        kept = self.filt.filter_all(hosts, spec(dedicated(4)))
+        self.assertEqual(['big'], self.names(kept))
+
+    def test_request_without_numa_passes_everything(self):
+        hosts = [host('a', None), host('b', host_topology(1))]
+        self.assertEqual(['a', 'b'],
+                         self.names(self.filt.filter_all(hosts, spec(None))))
+
+    def test_rebuild_is_not_filtered(self):
+        hosts = [host('small', host_topology(1))]
+        kept = self.filt.filter_all(hosts, spec(dedicated(4), rebuild=True))
+        self.assertEqual(['small'], self.names(kept))
+
+    def test_host_passes_matches_filter_all(self):
+        self.assertTrue(self.filt.host_passes(host('big', host_topology(8)),
+                                              spec(dedicated(4))))
+        self.assertFalse(self.filt.host_passes(
+            host('small', host_topology(2)), spec(dedicated(4))))
+
+    def test_unsupported_request_keeps_all_hosts(self):
+        topology = dedicated(4)
+        request = spec(topology)
+        request.network_metadata = objects.NetworkMetadata(
+            physnets={'physnet0'}, tunneled=False)
+        hosts = [host('small', host_topology(2))]
+        self.assertEqual(['small'],
+                         self.names(self.filt.filter_all(hosts, request)))
+
+    def test_internal_error_keeps_all_hosts_and_never_raises(self):
+        hosts = [host('small', host_topology(2))]
+        with mock.patch.object(engine, 'check_hosts', autospec=True,
+                               side_effect=RuntimeError('boom')):
+            kept = self.filt.filter_all(hosts, spec(dedicated(4)))
+        self.assertEqual(['small'], self.names(kept))
+
+    def test_no_allocation_candidate_is_rejected_like_nova(self):
+        state = host('big', host_topology(8), candidates=0)
+        request = spec(dedicated(4))
+        self.assertFalse(self.nova.host_passes(state, request))
+        self.assertEqual([], self.filt.filter_all([state], request))
+
+    def test_cache_follows_topology_replacement(self):
+        state = host('h', host_topology(8))
+        request = spec(dedicated(6))
+        self.assertEqual(['h'], self.names(self.filt.filter_all([state],
+                                                                request)))
+        # Nova replaces the topology object when usage changes.
+        state.numa_topology = host_topology(8, pinned=range(0, 32))
+        self.assertEqual([], self.filt.filter_all([state], request))
+
+    def test_cache_notices_allocation_ratio_change(self):
+        shared = objects.InstanceNUMATopology(cells=[
+            objects.InstanceNUMACell(id=0, cpuset={0, 1}, pcpuset=set(),
+                                     memory=512)])
+        topology = objects.NUMATopology(cells=[objects.NUMACell(
+            id=0, cpuset={0, 1, 2, 3}, pcpuset=set(), memory=4096,
+            cpu_usage=3, memory_usage=0, pinned_cpus=set(),
+            siblings=[{0}, {1}, {2}, {3}],
+            mempages=[], network_metadata=objects.NetworkMetadata(
+                physnets=set(), tunneled=False))])
+        state = host('h', topology)
+        state.cpu_allocation_ratio = 1.0
+        self.assertEqual([], self.filt.filter_all([state], spec(shared)))
+        state.cpu_allocation_ratio = 4.0
+        self.assertEqual(['h'], self.names(
+            self.filt.filter_all([state], spec(shared))))
+
+    def test_concurrent_requests_get_their_own_answers(self):
+        hosts = [host('h%d' % i, host_topology(2 + i % 8))
+                 for i in range(200)]
+        expected = {}
+        for cpus in range(1, 9):
+            expected[cpus] = self.names(self.filt.filter_all(
+                hosts, spec(dedicated(cpus))))
+        errors = []
+
+        def worker(cpus):
+            for _ in range(20):
+                got = self.names(self.filt.filter_all(hosts,
+                                                      spec(dedicated(cpus))))
+                if got != expected[cpus]:
+                    errors.append((cpus, got))
+
+        threads = [threading.Thread(target=worker, args=(c,))
+                   for c in range(1, 9)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual([], errors)
+        self.assertNotEqual(expected[1], expected[8])
+
+    @settings(max_examples=150, deadline=None, derandomize=True,
+              database=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def test_same_hosts_as_numa_topology_filter(self, data):
+        """NUMAFitFilter + NUMATopologyFilter keeps what Nova's alone keeps."""
+        hosts = []
+        for i in range(data.draw(st.integers(1, 6))):
+            topology = data.draw(strategies.host_topologies(4))
+            stats, _ = data.draw(strategies.pci_setups(topology))
+            hosts.append(host('h%d' % i, topology, stats))
+        instance = data.draw(strategies.instance_topologies(2))
+        pci_requests = None
+        if hosts[0].pci_stats is not None:
+            _, pci_requests = data.draw(strategies.pci_setups(
+                hosts[0].numa_topology))
+        nova_only = [h.host for h in hosts
+                     if self.nova.host_passes(h, spec(instance,
+                                                      pci_requests))]
+        ours = self.filt.filter_all(hosts, spec(instance, pci_requests))
+        both = [h.host for h in ours
+                if self.nova.host_passes(h, spec(instance, pci_requests))]
+        self.assertEqual(nova_only, both)
+
+
+class TestAdapters(testtools.TestCase):
+
+    def test_host_without_siblings_is_unsupported(self):
+        topology = host_topology(2)
+        topology.cells[0].siblings = []
+        self.assertEqual(engine.UNSUPPORTED_HOST,
+                         adapters.host_model(topology, None, 1.0, 1.0))
+
+    def test_socket_pci_policy_is_unsupported(self):
+        request = objects.InstancePCIRequest(
+            count=1, spec=[{'vendor_id': '8086'}], request_id=uuids.pci,
+            numa_policy='socket')
+        self.assertRaises(adapters.Unsupported,
+                          adapters.request_from_topology, dedicated(1),
+                          [request])
