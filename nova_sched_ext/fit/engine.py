@@ -132,3 +132,55 @@ def fits(host, request, pci=None):
 
 
 _UNSUPPORTED_PREPARED = prepare(UNSUPPORTED_HOST)
+
+
+def _slots_c(cfit, hosts, shapes, shape_weights, request):
+    ffi, lib = cfit.ffi, cfit.lib
+    n_hosts, n_shapes = len(hosts), len(shapes)
+    buffer = b''.join([h.packed for h in hosts])
+    c_shapes = ffi.new('struct nse_shape[]', max(n_shapes, 1))
+    packed_shapes = b''.join(packing.pack_shape(s) for s in shapes)
+    ffi.memmove(c_shapes, packed_shapes, len(packed_shapes))
+    c_weights = ffi.new('double[]', list(shape_weights) or [0.0])
+    c_request = ffi.NULL
+    if request is not None:
+        c_request = ffi.new('struct nse_shape *')
+        ffi.memmove(c_request, packing.pack_shape(request),
+                    ffi.sizeof('struct nse_shape'))
+    cells = max(n_hosts * n_shapes, 1)
+    before = ffi.new('int32_t[]', cells)
+    after = ffi.new('int32_t[]', cells)
+    weights = ffi.new('double[]', max(n_hosts, 1))
+    rc = lib.nse_slots(ffi.from_buffer(buffer), len(buffer), n_hosts,
+                       c_shapes, c_weights, n_shapes, c_request, before,
+                       after, weights)
+    if rc != 0:
+        LOG.error('nova-sched-ext: the C slot counter refused its input '
+                  '(error %d); answering with the pure-Python engine. '
+                  'Please report this as a bug.', rc)
+        return None
+    total = n_hosts * n_shapes
+    return (ffi.unpack(before, total),
+            ffi.unpack(after, total) if request is not None else [],
+            ffi.unpack(weights, n_hosts) if request is not None else [])
+
+
+def slot_weights(hosts, shapes, shape_weights, request=None):
+    """Slots per host and shape, before and after placing ``request``.
+
+    :param hosts: a sequence of :class:`PreparedHost`
+    :param shapes: a sequence of :class:`~nova_sched_ext.fit.model.Shape`
+        (no PCI)
+    :param shape_weights: one positive float per shape
+    :param request: a Shape being scheduled, or None for counts only
+    :returns: ``(before, after, weights)``: flat host-major lists of slot
+        counts (``after`` -1 where the request cannot be placed), and one
+        NUMASlotWeigher raw weight per host (empty without a request)
+    """
+    if backend_name() == 'c':
+        result = _slots_c(_load_cfit(), hosts, shapes, shape_weights,
+                          request)
+        if result is not None:
+            return result
+    return pyfit.slot_weights([h.model for h in hosts], shapes,
+                              shape_weights, request)

@@ -88,6 +88,12 @@ class Host(typing.NamedTuple):
     # Nova's NUMATopologyFilter runs the fit once per allocation candidate,
     # and the fit mutates the request between runs: the engine replays that.
     candidates: int = 1
+    # Host-level room as placement sees it (slot counting only); a negative
+    # total means unknown.
+    total_vcpus: int = -1
+    free_vcpus: int = 0
+    total_memory_mb: int = -1
+    free_memory_mb: int = 0
 
 
 class RequestCell(typing.NamedTuple):
@@ -130,3 +136,15 @@ class Request(typing.NamedTuple):
     has_pci_requests: bool = False
     # [compute] packing_host_numa_cells_allocation_strategy
     pack: bool = False
+
+
+class Shape(typing.NamedTuple):
+    """A flavor as slot counting sees it.
+
+    ``numa`` is a :class:`Request` without PCI, or None for a flavor
+    without a NUMA topology (counted at the host level only).
+    """
+
+    vcpus: int
+    memory_mb: int
+    numa: typing.Optional[Request] = None

@@ -8,7 +8,7 @@ import struct
 
 from nova_sched_ext.fit import model as m
 
-HOST = struct.Struct('=6i2d')
+HOST = struct.Struct('=6i2d4q')
 CELL = struct.Struct('=3q%dq8i%di i' % (4 * m.MAX_PAGE_SIZES,
                                         m.MAX_THREADS + 1))
 REQUEST_HEAD = struct.Struct('=8i')
@@ -30,7 +30,9 @@ def pack_host(host):
         1 if limits else 0, 1 if host.has_pci_stats else 0,
         host.candidates, 0,
         host.cpu_allocation_ratio if limits else 0.0,
-        host.ram_allocation_ratio if limits else 0.0)
+        host.ram_allocation_ratio if limits else 0.0,
+        host.total_vcpus, host.free_vcpus, host.total_memory_mb,
+        host.free_memory_mb)
     if host.status != m.HOST_OK:
         return head
     parts = [head]
@@ -52,6 +54,8 @@ def pack_host(host):
 
 def pack_request(request):
     """Bytes of a struct nse_request."""
+    if request is None:
+        return _EMPTY_REQUEST
     pci = request.pci
     parts = [REQUEST_HEAD.pack(
         len(request.cells), 1 if request.emulator_threads_isolated else 0,
@@ -74,3 +78,16 @@ def pci_words(host, pci):
     return ([len(host.cells)] + list(pci.matching_by_cell) +
             list(pci.eligible_by_cell) +
             [pci.matching_no_numa, pci.eligible_no_numa, pci.eligible_all])
+
+
+SHAPE_HEAD = struct.Struct('=2q')
+
+
+def pack_shape(shape):
+    """Bytes of a struct nse_shape."""
+    return SHAPE_HEAD.pack(shape.vcpus, shape.memory_mb) + \
+        pack_request(shape.numa)
+
+
+_EMPTY_REQUEST = REQUEST_HEAD.pack(0, 0, 0, 0, 0, 0, 0, 0) + \
+    REQUEST_CELL.pack(0, 0, 0, 0, 0, 0, 0, 0) * m.MAX_CELLS

@@ -181,18 +181,23 @@ def _pci_fits(request, chosen, pci, index_of):
 
 def fits(host, request, pci=None):
     """Return YES, NO or UNKNOWN for one host (see module docstring)."""
+    return _search(host, request, pci)[0]
+
+
+def _search(host, request, pci=None):
+    """``(answer, chosen host cells, chosen page sizes)`` like Nova's fit."""
     if host.status == m.HOST_NO_TOPOLOGY:
-        return m.NO
+        return m.NO, None, None
     if host.status != m.HOST_OK:
-        return m.UNKNOWN
+        return m.UNKNOWN, None, None
     if not request.cells or not host.cells:
-        return m.NO
+        return m.NO, None, None
     if len(host.cells) < len(request.cells):
-        return m.NO
+        return m.NO, None, None
     if math.perm(len(host.cells), len(request.cells)) > m.MAX_PERMUTATIONS:
-        return m.UNKNOWN
+        return m.UNKNOWN, None, None
     if request.pci is not None and pci is None:
-        return m.UNKNOWN
+        return m.UNKNOWN, None, None
 
     ordered = _ordered_cells(host, request)
     index_of = {cell.id: i for i, cell in enumerate(host.cells)}
@@ -201,10 +206,11 @@ def fits(host, request, pci=None):
     cell_ids = [cell.id for cell in request.cells]
     pagesizes = [cell.pagesize for cell in request.cells]
     for _candidate in range(host.candidates):
-        if _fit_once(host, request, pci, ordered, index_of, cell_ids,
-                     pagesizes):
-            return m.YES
-    return m.NO
+        chosen = _fit_once(host, request, pci, ordered, index_of, cell_ids,
+                           pagesizes)
+        if chosen is not None:
+            return m.YES, chosen, pagesizes
+    return m.NO, None, None
 
 
 def _fit_once(host, request, pci, ordered, index_of, cell_ids, pagesizes):
@@ -236,5 +242,262 @@ def _fit_once(host, request, pci, ordered, index_of, cell_ids, pagesizes):
         if request.pci is not None and not _pci_fits(request, perm, pci,
                                                      index_of):
             continue
-        return True
-    return False
+        return perm
+    return None
+
+
+# --- Slot counting (NUMASlotWeigher); _c/cfit.c mirrors it. -------------
+
+SLOTS_MAX = 2 ** 31 - 1
+
+
+def _floor_div(numerator, denominator):
+    if numerator <= 0:
+        return 0
+    return min(int(numerator / denominator), SLOTS_MAX)
+
+
+def _free_pages(page):
+    return page.total - page.used - page.reserved
+
+
+def _page_candidate(cell, page, pagesize):
+    smallest = min(p.size_kb for p in cell.pages)
+    if pagesize > 0:
+        return page.size_kb == pagesize
+    if pagesize == m.PAGESIZE_SMALL:
+        return page.size_kb == smallest
+    if pagesize == m.PAGESIZE_LARGE:
+        return page.size_kb != smallest
+    return pagesize == m.PAGESIZE_ANY
+
+
+def _cell_units(host, cell, want):
+    """How many copies of one instance cell fit in one host cell alone."""
+    dedicated = want.cpu_policy in (m.CPU_DEDICATED, m.CPU_MIXED)
+    shared = want.cpu_policy in (m.CPU_SHARED, m.CPU_MIXED)
+    memory_kb = want.memory * 1024
+    units = SLOTS_MAX
+    if want.memory <= 0:
+        return 0
+    if want.pagesize:
+        by_pages = 0
+        for page in cell.pages:
+            if (not _page_candidate(cell, page, want.pagesize) or
+                    memory_kb % page.size_kb):
+                continue
+            by_pages += _floor_div(_free_pages(page) * page.size_kb,
+                                   memory_kb)
+        units = min(units, by_pages)
+    elif cell.pages:
+        size = min(p.size_kb for p in cell.pages)
+        page = next(p for p in cell.pages if p.size_kb == size)
+        if memory_kb % size:
+            return 0
+        if dedicated:
+            units = min(units, _floor_div(_free_pages(page) * size,
+                                          memory_kb))
+        elif memory_kb > page.total * size:
+            return 0
+    elif dedicated:
+        units = min(units, _floor_div(cell.memory - cell.memory_usage,
+                                      want.memory))
+    elif cell.memory < want.memory:
+        return 0
+
+    if dedicated and want.pcpus > 0:
+        if want.pcpus > cell.pcpus:
+            return 0
+        sizes = cell.free_sibling_sizes
+        if want.thread_policy == m.THREAD_ISOLATE:
+            if cell.threads_per_core != 1 and not cell.pcpus_are_cpus:
+                return 0
+            threads = sum(1 for s in sizes if s == cell.threads_per_core)
+        elif want.thread_policy == m.THREAD_REQUIRE:
+            if cell.threads_per_core <= 1:
+                return 0
+            threads = sum(s for s in sizes if s >= 2)
+        else:
+            threads = cell.free_pcpus
+        units = min(units, threads // want.pcpus)
+    if shared:
+        if want.cpus > cell.cpus:
+            return 0
+        if host.cpu_allocation_ratio is not None:
+            if want.cpus > 0:
+                units = min(units, _floor_div(
+                    cell.cpus * host.cpu_allocation_ratio - cell.cpu_usage,
+                    want.cpus))
+            units = min(units, _floor_div(
+                cell.memory * host.ram_allocation_ratio - cell.memory_usage,
+                want.memory))
+    return max(units, 0)
+
+
+def _unit_cell(numa):
+    """The largest instance cell, field by field (never overstates)."""
+    cells = numa.cells
+    unit = cells[0]._replace(cpus=max(c.cpus for c in cells),
+                             pcpus=max(c.pcpus for c in cells),
+                             memory=max(c.memory for c in cells))
+    if numa.emulator_threads_isolated:
+        unit = unit._replace(pcpus=unit.pcpus + 1)
+    return unit
+
+
+def _host_cap(host, shape):
+    cap = SLOTS_MAX
+    if host.total_vcpus >= 0 and shape.vcpus > 0:
+        cap = min(cap, _floor_div(host.free_vcpus, shape.vcpus))
+    if host.total_memory_mb >= 0 and shape.memory_mb > 0:
+        cap = min(cap, _floor_div(host.free_memory_mb, shape.memory_mb))
+    return cap
+
+
+def slots(host, shape):
+    """How many more instances of ``shape`` the host can take at once.
+
+    Per host cell, the number of copies of the shape's (largest) instance
+    cell that fit there alone; an instance of k cells needs k distinct
+    cells, so the count is the largest t with sum(min(units, t)) >= k * t;
+    then capped by the host-level room placement sees.
+    """
+    cap = _host_cap(host, shape)
+    numa = shape.numa
+    if numa is None or not numa.cells:
+        return cap
+    if host.status != m.HOST_OK or len(host.cells) < len(numa.cells):
+        return 0
+    unit = _unit_cell(numa)
+    units = [_cell_units(host, cell, unit) for cell in host.cells]
+    k = len(numa.cells)
+    lo, hi = 0, sum(units) // k
+    while lo < hi:
+        mid = lo + (hi - lo + 1) // 2
+        if sum(min(u, mid) for u in units) >= k * mid:
+            lo = mid
+        else:
+            hi = mid - 1
+    return min(lo, cap)
+
+
+def _take_threads(cell, wanted, policy):
+    """Nova-like pinning on the free sibling sizes (see cfit.c)."""
+    hist = [0] * (m.MAX_THREADS + 1)
+    for size in cell.free_sibling_sizes:
+        hist[size] += 1
+    free_pcpus = cell.free_pcpus
+    if policy == m.THREAD_ISOLATE:
+        tpc = cell.threads_per_core
+        cores = min(wanted, hist[tpc])
+        hist[tpc] -= cores
+        hist[0] += cores
+        free_pcpus -= cores * tpc
+    else:
+        threads = 1
+        for t in range(m.MAX_THREADS, 0, -1):
+            sets = sum(hist[t:])
+            if sets > 0 and t * sets >= wanted:
+                threads = t
+                break
+        while wanted > 0:
+            size = next((s for s in range(threads, m.MAX_THREADS + 1)
+                         if hist[s] > 0), None)
+            if size is None:
+                if threads == 1:
+                    break
+                threads = 1
+                continue
+            take = min(threads, wanted)
+            hist[size] -= 1
+            hist[size - take] += 1
+            free_pcpus -= take
+            wanted -= take
+    sizes = tuple(s for s, n in enumerate(hist) for _ in range(n))
+    return cell._replace(free_sibling_sizes=sizes, free_pcpus=free_pcpus)
+
+
+def place(host, request):
+    """The host once ``request`` (a Shape) is placed as Nova places it.
+
+    None when the request does not fit (or the engine cannot tell).
+    """
+    after = host._replace(free_vcpus=host.free_vcpus - request.vcpus,
+                          free_memory_mb=host.free_memory_mb -
+                          request.memory_mb)
+    numa = request.numa
+    if numa is None or not numa.cells:
+        return after
+    answer, chosen, pagesizes = _search(host, numa)
+    if answer != m.YES:
+        return None
+    cells = list(host.cells)
+    position_of = {c.id: i for i, c in enumerate(host.cells)}
+    for pos, host_cell in enumerate(chosen):
+        i = position_of[host_cell.id]
+        cell = cells[i]
+        want = numa.cells[pos]
+        changes = {'memory_usage': cell.memory_usage + want.memory}
+        if want.cpu_policy in (m.CPU_SHARED, m.CPU_MIXED):
+            changes['cpu_usage'] = cell.cpu_usage + want.cpus
+        if cell.pages:
+            size = pagesizes[pos]
+            if size <= 0:
+                size = min(p.size_kb for p in cell.pages)
+            pages = list(cell.pages)
+            for j, page in enumerate(pages):
+                if page.size_kb == size:
+                    pages[j] = page._replace(
+                        used=page.used + want.memory * 1024 // size)
+                    break
+            changes['pages'] = tuple(pages)
+        cell = cell._replace(**changes)
+        pinned = want.pcpus + (1 if pos == 0 and
+                               numa.emulator_threads_isolated else 0)
+        if want.cpu_policy in (m.CPU_DEDICATED, m.CPU_MIXED):
+            cell = _take_threads(cell, pinned, want.thread_policy)
+        cells[i] = cell
+    return after._replace(cells=tuple(cells))
+
+
+def free_share(host):
+    share, parts = 0.0, 0
+    if host.total_vcpus > 0:
+        share += host.free_vcpus / host.total_vcpus
+        parts += 1
+    if host.total_memory_mb > 0:
+        share += host.free_memory_mb / host.total_memory_mb
+        parts += 1
+    if not parts:
+        return 0.0
+    return min(max(share / parts, 0.0), 1.0)
+
+
+def slot_weights(hosts, shapes, shape_weights, request):
+    """``(before, after, weights)`` for many hosts, like cfit's nse_slots."""
+    positive = [w for w in shape_weights if w > 0]
+    tie = min(positive + [1.0]) / 2
+    before, after, weights = [], [], []
+    for host in hosts:
+        placed = place(host, request) if request is not None else None
+        loss = 0.0
+        for shape, weight in zip(shapes, shape_weights):
+            b = slots(host, shape)
+            before.append(b)
+            if request is None:
+                continue
+            if placed is not None:
+                a = slots(placed, shape)
+                after.append(a)
+                if b > a:
+                    loss += weight * (b - a)
+            else:
+                after.append(-1)
+        if request is not None:
+            weights.append(-loss - tie * free_share(placed)
+                           if placed is not None else None)
+    if request is not None:
+        known = [w for w in weights if w is not None]
+        worst = min(known) if known else 0.0
+        weights = [worst if w is None else w for w in weights]
+    return before, after, weights

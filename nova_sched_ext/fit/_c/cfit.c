@@ -9,6 +9,7 @@
  * is read, every count against the NSE_MAX_* limits; all working memory is
  * on the stack with fixed sizes; nothing is allocated.
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -414,9 +415,11 @@ static int check_cell(const struct nse_host_cell *c)
 
 static int fit_host(const struct nse_host *host,
                     const struct nse_host_cell *cells,
-                    const struct nse_request *req, const int64_t *pci)
+                    const struct nse_request *req, const int64_t *pci,
+                    struct search *found)
 {
-    struct search s;
+    struct search local;
+    struct search *sp = found ? found : &local;
     int i, candidate;
 
     if (host->status == NSE_HOST_NO_TOPOLOGY)
@@ -430,23 +433,53 @@ static int fit_host(const struct nse_host *host,
     if (permutations(host->n_cells, req->n_cells) > NSE_MAX_PERMUTATIONS)
         return NSE_UNKNOWN;
 
-    memset(&s, 0, sizeof(s));
-    s.host = host;
-    s.cells = cells;
-    s.req = req;
-    s.pci = pci;
-    order_cells(&s);
+    memset(sp, 0, sizeof(*sp));
+    sp->host = host;
+    sp->cells = cells;
+    sp->req = req;
+    sp->pci = pci;
+    order_cells(sp);
     for (i = 0; i < req->n_cells; i++) {
-        s.inst_id[i] = req->cells[i].id;
-        s.pagesize[i] = req->cells[i].pagesize;
+        sp->inst_id[i] = req->cells[i].id;
+        sp->pagesize[i] = req->cells[i].pagesize;
     }
     for (candidate = 0; candidate < host->candidates; candidate++) {
-        s.cache.n = 0;
-        memset(s.used, 0, sizeof(s.used));
-        if (permute(&s, 0))
+        sp->cache.n = 0;
+        memset(sp->used, 0, sizeof(sp->used));
+        if (permute(sp, 0))
             return NSE_YES;
     }
     return NSE_NO;
+}
+
+/* Read the host record at *offset and advance it; 0 or NSE_ERR_*. */
+static int next_host(const unsigned char *hosts, size_t hosts_len,
+                     size_t *offset, struct nse_host *host,
+                     const struct nse_host_cell **cells)
+{
+    size_t cells_size;
+    int c;
+
+    if (hosts_len - *offset < sizeof(*host))
+        return NSE_ERR_TRUNCATED;
+    memcpy(host, hosts + *offset, sizeof(*host));
+    *offset += sizeof(*host);
+    if (host->n_cells < 0 || host->n_cells > NSE_MAX_CELLS ||
+            host->candidates < 0)
+        return NSE_ERR_BAD_HOST;
+    cells_size = (size_t)host->n_cells * sizeof(struct nse_host_cell);
+    if (hosts_len - *offset < cells_size)
+        return NSE_ERR_TRUNCATED;
+    /* records are whole multiples of 8 bytes and Python's bytes buffers
+     * are 8-byte aligned, so the cells are aligned; refuse otherwise */
+    if (((uintptr_t)(hosts + *offset)) % sizeof(int64_t) != 0)
+        return NSE_ERR_BAD_HOST;
+    *cells = (const struct nse_host_cell *)(hosts + *offset);
+    *offset += cells_size;
+    for (c = 0; c < host->n_cells; c++)
+        if (!check_cell(&(*cells)[c]))
+            return NSE_ERR_BAD_HOST;
+    return 0;
 }
 
 int nse_fit_hosts(const unsigned char *hosts, size_t hosts_len,
@@ -463,29 +496,10 @@ int nse_fit_hosts(const unsigned char *hosts, size_t hosts_len,
         struct nse_host host;
         const struct nse_host_cell *cells;
         const int64_t *host_pci = NULL;
-        size_t cells_size;
-        int c;
+        int rc = next_host(hosts, hosts_len, &offset, &host, &cells);
 
-        if (hosts_len - offset < sizeof(host))
-            return NSE_ERR_TRUNCATED;
-        memcpy(&host, hosts + offset, sizeof(host));
-        offset += sizeof(host);
-        if (host.n_cells < 0 || host.n_cells > NSE_MAX_CELLS ||
-                host.candidates < 0)
-            return NSE_ERR_BAD_HOST;
-        cells_size = (size_t)host.n_cells * sizeof(struct nse_host_cell);
-        if (hosts_len - offset < cells_size)
-            return NSE_ERR_TRUNCATED;
-        /* records are built by struct packing at 8-byte multiples, and
-         * cffi's buffers are 8-byte aligned, so the cells are aligned */
-        if (((uintptr_t)(hosts + offset)) % sizeof(int64_t) != 0)
-            return NSE_ERR_BAD_HOST;
-        cells = (const struct nse_host_cell *)(hosts + offset);
-        offset += cells_size;
-        for (c = 0; c < host.n_cells; c++)
-            if (!check_cell(&cells[c]))
-                return NSE_ERR_BAD_HOST;
-
+        if (rc)
+            return rc;
         if (req->has_pci) {
             size_t words;
             if (pci_words - pci_offset < 1)
@@ -498,9 +512,403 @@ int nse_fit_hosts(const unsigned char *hosts, size_t hosts_len,
             host_pci = pci + pci_offset;
             pci_offset += words;
         }
-        answers[h] = (unsigned char)fit_host(&host, cells, req, host_pci);
+        answers[h] = (unsigned char)fit_host(&host, cells, req, host_pci,
+                                             NULL);
     }
     if (offset != hosts_len)
         return NSE_ERR_TRUNCATED;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Slot counting (NUMASlotWeigher).  pyfit.py's slot functions are the
+ * reference; the definition is in doc/source/numa_slot_weigher.rst.
+ */
+
+#define SLOTS_MAX INT32_MAX
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static int64_t floor_div(double numerator, int64_t denominator)
+{
+    double q;
+    if (numerator <= 0)
+        return 0;
+    q = numerator / (double)denominator;
+    return q >= (double)SLOTS_MAX ? SLOTS_MAX : (int64_t)q;
+}
+
+static int64_t free_pages(const struct nse_host_cell *cell, int p)
+{
+    return cell->page_total[p] - cell->page_used[p] - cell->page_reserved[p];
+}
+
+static int64_t smallest_page(const struct nse_host_cell *cell)
+{
+    int64_t smallest = cell->page_size_kb[0];
+    int p;
+    for (p = 1; p < cell->n_pages; p++)
+        if (cell->page_size_kb[p] < smallest)
+            smallest = cell->page_size_kb[p];
+    return smallest;
+}
+
+/* Is page size p of the cell a candidate for the requested pagesize? */
+static int page_candidate(const struct nse_host_cell *cell, int p,
+                          int64_t pagesize)
+{
+    int64_t size = cell->page_size_kb[p], smallest = smallest_page(cell);
+    if (pagesize > 0)
+        return size == pagesize;
+    if (pagesize == PAGESIZE_SMALL)
+        return size == smallest;
+    if (pagesize == PAGESIZE_LARGE)
+        return size != smallest;
+    return pagesize == PAGESIZE_ANY;
+}
+
+/* How many copies of one instance cell fit in one host cell alone. */
+static int64_t cell_units(const struct nse_host *host,
+                          const struct nse_host_cell *cell,
+                          const struct nse_request_cell *want)
+{
+    int dedicated = want->cpu_policy == CPU_DEDICATED ||
+                    want->cpu_policy == CPU_MIXED;
+    int shared = want->cpu_policy == CPU_SHARED ||
+                 want->cpu_policy == CPU_MIXED;
+    int64_t memory_kb = want->memory * 1024;
+    int64_t units = SLOTS_MAX;
+    int p, t;
+
+    if (want->memory <= 0)
+        return 0;
+    if (want->pagesize) {
+        int64_t by_pages = 0;
+        for (p = 0; p < cell->n_pages; p++) {
+            int64_t size = cell->page_size_kb[p];
+            if (!page_candidate(cell, p, want->pagesize) ||
+                    memory_kb % size != 0)
+                continue;
+            by_pages += floor_div((double)free_pages(cell, p) * size,
+                                  memory_kb);
+        }
+        units = min64(units, by_pages);
+    } else if (cell->n_pages > 0) {
+        int64_t size = smallest_page(cell);
+        for (p = 0; p < cell->n_pages; p++)
+            if (cell->page_size_kb[p] == size)
+                break;
+        if (memory_kb % size != 0)
+            return 0;
+        if (dedicated)
+            units = min64(units, floor_div((double)free_pages(cell, p) * size,
+                                           memory_kb));
+        else if (memory_kb > cell->page_total[p] * size)
+            return 0;
+    } else if (dedicated) {
+        units = min64(units, floor_div((double)(cell->memory -
+                                                cell->memory_usage),
+                                       want->memory));
+    } else if (cell->memory < want->memory) {
+        return 0;
+    }
+
+    if (dedicated && want->pcpus > 0) {
+        int64_t threads = 0;
+        if (want->pcpus > cell->pcpus)
+            return 0;
+        if (want->thread_policy == THREAD_ISOLATE) {
+            if (cell->threads_per_core != 1 && !cell->pcpus_are_cpus)
+                return 0;
+            threads = cell->free_sibling_hist[cell->threads_per_core];
+        } else if (want->thread_policy == THREAD_REQUIRE) {
+            if (cell->threads_per_core <= 1)
+                return 0;
+            for (t = 2; t <= NSE_MAX_THREADS; t++)
+                threads += (int64_t)t * cell->free_sibling_hist[t];
+        } else {
+            threads = cell->free_pcpus;
+        }
+        units = min64(units, threads / want->pcpus);
+    }
+    if (shared) {
+        if (want->cpus > cell->cpus)
+            return 0;
+        if (host->has_limits) {
+            if (want->cpus > 0)
+                units = min64(units, floor_div(
+                    (double)cell->cpus * host->cpu_allocation_ratio -
+                    (double)cell->cpu_usage, want->cpus));
+            units = min64(units, floor_div(
+                (double)cell->memory * host->ram_allocation_ratio -
+                (double)cell->memory_usage, want->memory));
+        }
+    }
+    return units < 0 ? 0 : units;
+}
+
+/* The largest instance cell of a shape, field by field: every instance cell
+ * fits where it fits, so counting with it never overstates the slots. */
+static struct nse_request_cell unit_cell(const struct nse_request *numa)
+{
+    struct nse_request_cell unit = numa->cells[0];
+    int i;
+    for (i = 1; i < numa->n_cells; i++) {
+        const struct nse_request_cell *c = &numa->cells[i];
+        if (c->cpus > unit.cpus)
+            unit.cpus = c->cpus;
+        if (c->pcpus > unit.pcpus)
+            unit.pcpus = c->pcpus;
+        if (c->memory > unit.memory)
+            unit.memory = c->memory;
+    }
+    if (numa->emulator_threads_isolated)
+        unit.pcpus += 1;
+    return unit;
+}
+
+static int64_t host_cap(const struct nse_host *host,
+                        const struct nse_shape *shape)
+{
+    int64_t cap = SLOTS_MAX;
+    if (host->total_vcpus >= 0 && shape->vcpus > 0)
+        cap = min64(cap, floor_div((double)host->free_vcpus, shape->vcpus));
+    if (host->total_memory_mb >= 0 && shape->memory_mb > 0)
+        cap = min64(cap, floor_div((double)host->free_memory_mb,
+                                   shape->memory_mb));
+    return cap;
+}
+
+static int64_t count_slots(const struct nse_host *host,
+                           const struct nse_host_cell *cells,
+                           const struct nse_shape *shape)
+{
+    int64_t units[NSE_MAX_CELLS], total = 0, lo, hi;
+    int64_t cap = host_cap(host, shape);
+    struct nse_request_cell unit;
+    int k = shape->numa.n_cells, c;
+
+    if (host->status != NSE_HOST_OK)
+        return k == 0 ? cap : 0;
+    if (k == 0)
+        return cap;
+    if (host->n_cells < k)
+        return 0;
+    unit = unit_cell(&shape->numa);
+    for (c = 0; c < host->n_cells; c++) {
+        units[c] = cell_units(host, &cells[c], &unit);
+        total += units[c];
+    }
+    /* The most instances of k distinct cells each: the largest t with
+     * sum(min(units, t)) >= k * t, found by bisection. */
+    lo = 0;
+    hi = total / k;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2, sum = 0;
+        for (c = 0; c < host->n_cells; c++)
+            sum += min64(units[c], mid);
+        if (sum >= (int64_t)k * mid)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return min64(lo, cap);
+}
+
+/* Take `wanted` threads off the free sibling histogram the way Nova's
+ * packing tends to: `threads` per core from the emptiest cores that have
+ * that many.  Nova picks cores by list order, which the histogram does not
+ * keep; the slot counts only need the histogram, so this is close enough
+ * for weighing (never for fitting). */
+static void take_threads(struct nse_host_cell *cell, int64_t wanted,
+                         int policy)
+{
+    int t, size, threads = 1;
+
+    if (policy == THREAD_ISOLATE) {
+        int tpc = cell->threads_per_core;
+        int64_t cores = min64(wanted, cell->free_sibling_hist[tpc]);
+        cell->free_sibling_hist[tpc] -= (int32_t)cores;
+        cell->free_sibling_hist[0] += (int32_t)cores;
+        cell->free_pcpus -= (int32_t)(cores * tpc);
+        return;
+    }
+    for (t = NSE_MAX_THREADS; t >= 1; t--) {
+        int64_t sets = 0;
+        for (size = t; size <= NSE_MAX_THREADS; size++)
+            sets += cell->free_sibling_hist[size];
+        if (sets > 0 && (int64_t)t * sets >= wanted) {
+            threads = t;
+            break;
+        }
+    }
+    while (wanted > 0) {
+        int64_t take;
+        for (size = threads; size <= NSE_MAX_THREADS; size++)
+            if (cell->free_sibling_hist[size] > 0)
+                break;
+        if (size > NSE_MAX_THREADS) {
+            if (threads == 1)
+                break;
+            threads = 1;
+            continue;
+        }
+        take = min64(threads, wanted);
+        cell->free_sibling_hist[size]--;
+        cell->free_sibling_hist[size - take]++;
+        cell->free_pcpus -= (int32_t)take;
+        wanted -= take;
+    }
+}
+
+/* The host's cells once the request is placed as Nova places it; returns 0
+ * when the request does not fit (or the engine cannot tell). */
+static int place_request(const struct nse_host *host,
+                         const struct nse_host_cell *cells,
+                         const struct nse_shape *request,
+                         struct nse_host *host_after,
+                         struct nse_host_cell *cells_after)
+{
+    struct search s;
+    const struct nse_request *req = &request->numa;
+    int pos, p;
+
+    *host_after = *host;
+    if (host->n_cells > 0)
+        memcpy(cells_after, cells,
+               (size_t)host->n_cells * sizeof(*cells));
+    host_after->free_vcpus -= request->vcpus;
+    host_after->free_memory_mb -= request->memory_mb;
+    if (req->n_cells == 0)
+        return 1;
+    if (fit_host(host, cells, req, NULL, &s) != NSE_YES)
+        return 0;
+    for (pos = 0; pos < req->n_cells; pos++) {
+        struct nse_host_cell *cell = &cells_after[s.perm[pos]];
+        const struct nse_request_cell *want = &req->cells[pos];
+        int64_t size = s.pagesize[pos];
+        int64_t pinned = want->pcpus;
+
+        if (want->cpu_policy == CPU_SHARED || want->cpu_policy == CPU_MIXED)
+            cell->cpu_usage += want->cpus;
+        cell->memory_usage += want->memory;
+        if (cell->n_pages > 0) {
+            if (size <= 0)
+                size = smallest_page(cell);
+            for (p = 0; p < cell->n_pages; p++)
+                if (cell->page_size_kb[p] == size) {
+                    cell->page_used[p] += want->memory * 1024 / size;
+                    break;
+                }
+        }
+        if (pos == 0 && req->emulator_threads_isolated)
+            pinned += 1;
+        if (want->cpu_policy == CPU_DEDICATED ||
+                want->cpu_policy == CPU_MIXED)
+            take_threads(cell, pinned, want->thread_policy);
+    }
+    return 1;
+}
+
+static double free_share(const struct nse_host *host)
+{
+    double share = 0;
+    int parts = 0;
+    if (host->total_vcpus > 0) {
+        share += (double)host->free_vcpus / (double)host->total_vcpus;
+        parts++;
+    }
+    if (host->total_memory_mb > 0) {
+        share += (double)host->free_memory_mb / (double)host->total_memory_mb;
+        parts++;
+    }
+    if (!parts)
+        return 0;
+    share /= parts;
+    return share < 0 ? 0 : (share > 1 ? 1 : share);
+}
+
+static int check_shapes(const struct nse_shape *shapes, int32_t n)
+{
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        if (!check_request(&shapes[i].numa) || shapes[i].vcpus < 0 ||
+                shapes[i].memory_mb < 0)
+            return 0;
+        if (shapes[i].numa.has_pci)
+            return 0;
+    }
+    return 1;
+}
+
+int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
+              const struct nse_shape *shapes, const double *shape_weights,
+              int32_t n_shapes, const struct nse_shape *request,
+              int32_t *before, int32_t *after, double *weights)
+{
+    size_t offset = 0;
+    int32_t h, k;
+    /* A tie-break step below the smallest positive weighted loss. */
+    double smallest = 1.0, tie;
+
+    if (n_shapes < 0 || !check_shapes(shapes, n_shapes))
+        return NSE_ERR_BAD_REQUEST;
+    if (request && !check_shapes(request, 1))
+        return NSE_ERR_BAD_REQUEST;
+    for (k = 0; k < n_shapes; k++)
+        if (shape_weights[k] > 0 && shape_weights[k] < smallest)
+            smallest = shape_weights[k];
+    tie = smallest / 2;
+
+    for (h = 0; h < n_hosts; h++) {
+        struct nse_host host, host_after;
+        const struct nse_host_cell *cells;
+        struct nse_host_cell cells_after[NSE_MAX_CELLS];
+        int placed = 0;
+        double loss = 0;
+        int rc = next_host(hosts, hosts_len, &offset, &host, &cells);
+
+        if (rc)
+            return rc;
+        if (request)
+            placed = place_request(&host, cells, request, &host_after,
+                                   cells_after);
+        for (k = 0; k < n_shapes; k++) {
+            int64_t b = count_slots(&host, cells, &shapes[k]);
+            before[(size_t)h * n_shapes + k] = (int32_t)b;
+            if (!request)
+                continue;
+            if (placed) {
+                int64_t a = count_slots(&host_after, cells_after, &shapes[k]);
+                after[(size_t)h * n_shapes + k] = (int32_t)a;
+                if (b > a)
+                    loss += shape_weights[k] * (double)(b - a);
+            } else {
+                after[(size_t)h * n_shapes + k] = -1;
+            }
+        }
+        if (request)
+            weights[h] = placed ? -loss - tie * free_share(&host_after)
+                                : -HUGE_VAL;
+    }
+    if (offset != hosts_len)
+        return NSE_ERR_TRUNCATED;
+    if (request) {
+        /* A host the request cannot be placed on (as far as the engine can
+         * tell) weighs as much as the worst host that can take it. */
+        double worst = 0;
+        int any = 0;
+        for (h = 0; h < n_hosts; h++)
+            if (weights[h] != -HUGE_VAL && (!any || weights[h] < worst)) {
+                worst = weights[h];
+                any = 1;
+            }
+        for (h = 0; h < n_hosts; h++)
+            if (weights[h] == -HUGE_VAL)
+                weights[h] = worst;
+    }
     return 0;
 }

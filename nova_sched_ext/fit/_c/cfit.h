@@ -34,6 +34,12 @@ struct nse_host {
     int32_t reserved_;
     double cpu_allocation_ratio;
     double ram_allocation_ratio;
+    /* Host-level room, as placement sees it (VCPU, MEMORY_MB); a negative
+     * total means unknown (no cap).  Used by slot counting only. */
+    int64_t total_vcpus;
+    int64_t free_vcpus;
+    int64_t total_memory_mb;
+    int64_t free_memory_mb;
 };
 
 struct nse_host_cell {
@@ -80,6 +86,14 @@ struct nse_request {
     struct nse_request_cell cells[NSE_MAX_CELLS];
 };
 
+/* A flavor shape for slot counting: its host-level needs and, when it has
+ * a NUMA topology (numa.n_cells > 0), its instance cells. */
+struct nse_shape {
+    int64_t vcpus;
+    int64_t memory_mb;
+    struct nse_request numa;
+};
+
 /*
  * Answer, for each of n_hosts records in hosts[0..hosts_len), whether the
  * request fits (NSE_YES / NSE_NO / NSE_UNKNOWN), into answers[0..n_hosts).
@@ -92,3 +106,18 @@ int nse_fit_hosts(const unsigned char *hosts, size_t hosts_len,
                   int32_t n_hosts, const struct nse_request *req,
                   const int64_t *pci, size_t pci_words,
                   unsigned char *answers);
+
+/*
+ * Slot counting.  For each host and each of n_shapes shapes, before[h *
+ * n_shapes + s] is how many more instances of that shape the host can take
+ * at the same time (see doc/source/numa_slot_weigher.rst for the
+ * definition).  When request is not NULL, after[...] is the same count once
+ * the request is placed the way Nova places it (or -1 when the request does
+ * not fit the host), and weights[h] is the NUMASlotWeigher raw weight:
+ * minus the shape_weights-weighted slots lost, minus a tie-break below any
+ * loss step that prefers fuller hosts.  Returns 0 or a negative NSE_ERR_*.
+ */
+int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
+              const struct nse_shape *shapes, const double *shape_weights,
+              int32_t n_shapes, const struct nse_shape *request,
+              int32_t *before, int32_t *after, double *weights);

@@ -72,6 +72,7 @@ def host_cells(draw, cell_id, first_cpu, roomy=False):
         id=cell_id, cpuset=cpuset, pcpuset=pcpuset, memory=memory,
         cpu_usage=_part(draw, 2 * len(cpuset), roomy),
         memory_usage=memory_usage, pinned_cpus=pinned, siblings=siblings,
+        socket=0,
         mempages=mempages,
         network_metadata=objects.NetworkMetadata(physnets=set(),
                                                  tunneled=False))

@@ -1,0 +1,166 @@
+"""Slot counting: C vs Python twin, and both vs Nova placing one by one.
+
+The oracle places copies of a shape on a host with Nova's own
+``numa_fit_instance_to_host`` and ``numa_usage_from_instance_numa`` until
+no more fit.  For single-cell shapes the greedy count is the maximum, so the
+engine must match it exactly; for multi-cell shapes Nova's greedy choice can
+fall short of the maximum the engine reports, so the engine must be at
+least the greedy count, and equal on hosts with as many cells as the shape.
+"""
+
+import os
+
+from hypothesis import given
+from hypothesis import HealthCheck
+from hypothesis import settings
+from hypothesis import strategies as st
+from nova import objects
+from nova.objects import fields
+from nova.virt import hardware
+import testtools
+
+from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import model as m
+from nova_sched_ext.fit import pyfit
+from tests.unit.fit import strategies
+
+EXAMPLES = int(os.environ.get('NOVA_SCHED_EXT_HYPOTHESIS_EXAMPLES', '600'))
+SETTINGS = settings(
+    max_examples=max(EXAMPLES // 3, 100), deadline=None,
+    derandomize=os.environ.get('NOVA_SCHED_EXT_HYPOTHESIS_RANDOM') != '1',
+    database=None, suppress_health_check=list(HealthCheck))
+GREEDY_CAP = 48
+
+
+@st.composite
+def shapes(draw, max_cells):
+    """Symmetric shapes without the approximate 'require' policy."""
+    cells = draw(st.integers(1, max_cells))
+    policy = draw(st.sampled_from([None, 'shared', 'dedicated', 'dedicated',
+                                   'mixed']))
+    thread = None
+    if policy in ('dedicated', 'mixed'):
+        thread = draw(st.sampled_from([None, 'prefer', 'isolate']))
+    shared = draw(st.integers(1, 3)) if policy != 'dedicated' else 0
+    dedicated = draw(st.integers(1, 3)) if policy in ('dedicated',
+                                                      'mixed') else 0
+    memory = draw(st.sampled_from([128, 256, 512, 1024]))
+    pagesize = draw(st.sampled_from([None, None, -1, -2, -3, 2048]))
+    vcpu = 0
+    instance_cells = []
+    for i in range(cells):
+        cpuset = set(range(vcpu, vcpu + shared))
+        vcpu += shared
+        pcpuset = set(range(vcpu, vcpu + dedicated))
+        vcpu += dedicated
+        instance_cells.append(objects.InstanceNUMACell(
+            id=i, cpuset=cpuset, pcpuset=pcpuset, memory=memory,
+            pagesize=pagesize, cpu_policy=policy, cpu_thread_policy=thread))
+    return objects.InstanceNUMATopology(cells=instance_cells)
+
+
+def nova_greedy(host_topology, instance_topology, ratios):
+    limits = objects.NUMATopologyLimits(cpu_allocation_ratio=ratios[0],
+                                        ram_allocation_ratio=ratios[1])
+    count = 0
+    while count < GREEDY_CAP:
+        fitted = hardware.numa_fit_instance_to_host(
+            host_topology, instance_topology.obj_clone(), None,
+            limits=limits)
+        if fitted is None:
+            return count
+        host_topology = hardware.numa_usage_from_instance_numa(
+            host_topology, fitted)
+        count += 1
+    return None
+
+
+def to_shape(instance_topology):
+    return m.Shape(vcpus=0, memory_mb=0,
+                   numa=adapters.request_from_topology(instance_topology))
+
+
+class TestSlots(testtools.TestCase):
+
+    def _both(self, host, shape):
+        c, _, _ = engine.slot_weights([engine.prepare(host)], [shape], [1.0])
+        python = pyfit.slots(host, shape)
+        self.assertEqual(python, c[0], 'C and Python slot counts differ')
+        return python
+
+    @SETTINGS
+    @given(st.data())
+    def test_against_nova_placing_one_by_one(self, data):
+        host_topology = data.draw(strategies.host_topologies(4))
+        instance = data.draw(shapes(min(2, len(host_topology.cells))))
+        ratios = data.draw(st.tuples(st.sampled_from([1.0, 2.0, 16.0]),
+                                     st.sampled_from([1.0, 1.5])))
+        host = adapters.host_model(host_topology, None, *ratios)
+        # Nova's usage accounting needs page information, which every
+        # libvirt compute node reports.
+        if host.status != m.HOST_OK or not all(c.mempages
+                                               for c in host_topology.cells):
+            return
+        counted = self._both(host, to_shape(instance))
+        greedy = nova_greedy(host_topology, instance, ratios)
+        if greedy is None:
+            self.assertGreaterEqual(counted, GREEDY_CAP)
+            return
+        k, n = len(instance.cells), len(host_topology.cells)
+        if k == 1 or k == n:
+            self.assertEqual(greedy, counted)
+        else:
+            self.assertGreaterEqual(counted, greedy)
+
+    @SETTINGS
+    @given(st.data())
+    def test_weights_c_equal_python(self, data):
+        host_topology = data.draw(strategies.host_topologies(4))
+        ratios = (16.0, 1.5)
+        host = adapters.host_model(host_topology, None, *ratios)._replace(
+            total_vcpus=64, free_vcpus=data.draw(st.integers(0, 64)),
+            total_memory_mb=65536,
+            free_memory_mb=data.draw(st.integers(0, 65536)))
+        reference = [to_shape(data.draw(shapes(2))) for _ in range(3)]
+        weights = [float(data.draw(st.integers(1, 32))) for _ in reference]
+        request = to_shape(data.draw(shapes(2)))._replace(vcpus=2,
+                                                          memory_mb=1024)
+        prepared = [engine.prepare(host)]
+        c = engine._slots_c(engine._load_cfit(), prepared, reference,
+                            weights, request)
+        python = pyfit.slot_weights([host], reference, weights, request)
+        self.assertEqual(python[0], list(c[0]))
+        self.assertEqual(python[1], list(c[1]))
+        self.assertAlmostEqual(python[2][0], c[2][0], places=9)
+
+    def test_two_cell_shape_uses_distinct_cells(self):
+        cell = m.HostCell(id=0, cpus=0, pcpus=16, free_pcpus=16,
+                          cpu_usage=0, memory=65536, memory_usage=0,
+                          threads_per_core=1, pcpus_are_cpus=False,
+                          free_sibling_sizes=(1,) * 16, pages=(),
+                          pci_devices=0)
+        host = m.Host(cells=(cell, cell._replace(id=1, free_pcpus=4,
+                                                 free_sibling_sizes=(1,) * 4
+                                                 + (0,) * 12)),
+                      cpu_allocation_ratio=1.0, ram_allocation_ratio=1.0)
+        one = m.RequestCell(id=0, cpus=0, pcpus=4, memory=1024, pagesize=0,
+                            cpu_policy=m.CPU_DEDICATED,
+                            thread_policy=m.THREAD_PREFER)
+        single = m.Shape(0, 0, m.Request(cells=(one,)))
+        double = m.Shape(0, 0, m.Request(cells=(one, one._replace(id=1))))
+        self.assertEqual(5, self._both(host, single))
+        # Only one cell pair exists and the second cell has room for one.
+        self.assertEqual(1, self._both(host, double))
+
+    def test_host_level_cap(self):
+        host = m.Host(cells=(), status=m.HOST_NO_TOPOLOGY, total_vcpus=8,
+                      free_vcpus=5, total_memory_mb=8192,
+                      free_memory_mb=4096)
+        self.assertEqual(2, self._both(host, m.Shape(2, 2048)))
+        self.assertEqual(0, self._both(host, m.Shape(
+            2, 2048, adapters.request_from_topology(
+                objects.InstanceNUMATopology(cells=[
+                    objects.InstanceNUMACell(
+                        id=0, cpuset={0}, pcpuset=set(), memory=512,
+                        cpu_policy=fields.CPUAllocationPolicy.SHARED)])))))
