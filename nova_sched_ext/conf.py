@@ -43,7 +43,54 @@ numa_fit_filter_opts = [
              'how long the check took.'),
 ]
 
-ALL_OPTS = fit_opts + numa_fit_filter_opts
+numa_slot_weigher_opts = [
+    cfg.FloatOpt(
+        'numa_slot_weight_multiplier',
+        default=1.0,
+        help='Multiplier of NUMASlotWeigher. Positive values prefer the host '
+             'where the request destroys the fewest slots of the reference '
+             'flavors (and, among equals, the fuller host); negative values '
+             'do the opposite; 0 disables it. An aggregate can override it '
+             'with the metadata key numa_slot_weight_multiplier, like '
+             "Nova's own weigher multipliers. The other weighers' "
+             'multipliers compete with this one after normalisation: see '
+             'the NUMASlotWeigher documentation for recommended settings.'),
+    cfg.ListOpt(
+        'numa_slot_reference_flavors',
+        default=[],
+        help='Flavors (names or flavor IDs) whose slots NUMASlotWeigher '
+             'protects, typically the large flavors that fragmentation '
+             'makes unplaceable. Empty means automatic: the '
+             'numa_slot_auto_reference_count largest enabled flavors, by '
+             'vCPUs then memory. Unknown names are logged and ignored.'),
+    cfg.IntOpt(
+        'numa_slot_auto_reference_count',
+        default=8, min=1, max=64,
+        help='How many flavors the automatic reference list holds.'),
+    cfg.IntOpt(
+        'numa_slot_reference_refresh_interval',
+        default=300, min=0,
+        help='Seconds between reloads of the reference flavors from the '
+             'API database; 0 loads them once.'),
+    cfg.StrOpt(
+        'numa_slot_weight_by',
+        default='vcpus',
+        choices=[
+            ('vcpus', "A flavor's slot weighs its vCPU count."),
+            ('memory_mb', "A flavor's slot weighs its memory in GiB."),
+            ('equal', 'Every slot weighs 1.'),
+        ],
+        help='How much losing one slot of a reference flavor costs, unless '
+             'numa_slot_flavor_weights names the flavor.'),
+    cfg.DictOpt(
+        'numa_slot_flavor_weights',
+        default={},
+        help='Explicit slot weights per reference flavor (name or flavor '
+             'ID), for example "m1.xlarge:32,r1.2xlarge:64". Weights must be '
+             'positive numbers.'),
+]
+
+ALL_OPTS = fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts
 
 
 def register_opts(conf):

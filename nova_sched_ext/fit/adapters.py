@@ -140,7 +140,24 @@ def _signature(host_state):
         pools = tuple((p.get('numa_node'), p['count'])
                       for p in pci_stats.pools)
     return (host_state.cpu_allocation_ratio,
-            host_state.ram_allocation_ratio, pools)
+            host_state.ram_allocation_ratio, pools,
+            host_state.vcpus_total, host_state.vcpus_used,
+            host_state.total_usable_ram_mb, host_state.free_ram_mb)
+
+
+def host_room(host_state):
+    """Host-level VCPU and MEMORY_MB room, as placement computes it."""
+    cpu_ratio = host_state.cpu_allocation_ratio
+    ram_ratio = host_state.ram_allocation_ratio
+    if cpu_ratio is None or ram_ratio is None:
+        return {}
+    total_vcpus = int(host_state.vcpus_total * cpu_ratio)
+    total_memory = int(host_state.total_usable_ram_mb * ram_ratio)
+    used_memory = host_state.total_usable_ram_mb - host_state.free_ram_mb
+    return {'total_vcpus': total_vcpus,
+            'free_vcpus': total_vcpus - host_state.vcpus_used,
+            'total_memory_mb': total_memory,
+            'free_memory_mb': total_memory - used_memory}
 
 
 def _forget(key, ref):
@@ -151,17 +168,19 @@ def _forget(key, ref):
 
 
 def _with_candidates(prepared, candidates):
-    host = prepared.model._replace(candidates=candidates)
-    if host.status != m.HOST_OK:
+    if prepared.model.status != m.HOST_OK:
         return prepared
-    return engine.prepare(host)
+    return engine.prepare(prepared.model._replace(candidates=candidates))
 
 
 def prepared_host(host_state):
     """The cached, packed model of a ``HostState``."""
     topology = host_state.numa_topology
     if not topology:
-        return _NO_TOPOLOGY
+        room = host_room(host_state)
+        if not room:
+            return _NO_TOPOLOGY
+        return engine.prepare(_NO_TOPOLOGY.model._replace(**room))
     key = id(topology)
     signature = _signature(host_state)
     entry = _cache.get(key)
@@ -178,6 +197,7 @@ def prepared_host(host_state):
         if not ratios_known:
             # Nova's filter would fail on a host without ratios; stay out.
             host = engine.UNSUPPORTED_HOST
+        host = host._replace(**host_room(host_state))
         prepared = engine.prepare(host)
         try:
             ref = weakref.ref(topology, lambda r, k=key: _forget(k, r))
@@ -291,3 +311,42 @@ def host_pci(host_state, pci_request):
         matching_no_numa=matching_by.get(None, 0),
         eligible_no_numa=eligible_by.get(None, 0),
         eligible_all=sum(p['count'] for p in eligible))
+
+
+def _dedicated_vcpus(instance_topology):
+    return sum(len(_field(cell, 'pcpuset', set()))
+               for cell in instance_topology.cells)
+
+
+def shape_from_flavor(flavor, image_meta=None):
+    """The :class:`~nova_sched_ext.fit.model.Shape` of a flavor.
+
+    The NUMA part is what Nova builds for the flavor
+    (``numa_get_constraints``); the host-level part counts the VCPU
+    placement consumes (dedicated CPUs are PCPU and counted per cell).
+
+    :raises Unsupported: the flavor asks for what slot counting ignores
+    :raises nova.exception.Invalid: the flavor's extra specs are invalid
+    """
+    from nova.virt import hardware
+    if image_meta is None:
+        image_meta = objects.ImageMeta(properties=objects.ImageMetaProps())
+    topology = hardware.numa_get_constraints(flavor, image_meta)
+    return _shape(flavor.vcpus, flavor.memory_mb, topology)
+
+
+def shape_from_spec(spec_obj):
+    """The Shape of the instance a ``RequestSpec`` schedules.
+
+    :raises Unsupported: outside the engine's subset
+    """
+    return _shape(spec_obj.vcpus, spec_obj.memory_mb,
+                  _field(spec_obj, 'numa_topology'))
+
+
+def _shape(vcpus, memory_mb, topology):
+    if not topology:
+        return m.Shape(vcpus=vcpus, memory_mb=memory_mb)
+    request = request_from_topology(topology)
+    return m.Shape(vcpus=max(vcpus - _dedicated_vcpus(topology), 0),
+                   memory_mb=memory_mb, numa=request)

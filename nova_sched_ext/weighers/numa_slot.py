@@ -1,0 +1,193 @@
+"""NUMASlotWeigher: place requests where they destroy the fewest big slots.
+
+Fragmentation is what strands large flavors in a cloud with plenty of free
+capacity: small instances land on every host, each host keeps a little room
+in each NUMA cell, and no cell (or pair of cells) is left with room for a big
+instance. This weigher counts, for every candidate host, how many instances
+of each *reference flavor* the host could still take (its slots, NUMA cell by
+NUMA cell: dedicated CPUs and thread siblings, shared CPUs against the
+allocation ratio, memory, huge pages; multi-cell flavors need distinct
+cells; capped by the host-level room placement sees). It then counts the
+same after placing the request the way Nova places it. The weight is minus
+the weighted number of slots lost, so the host where the request costs the
+least wins. Among hosts with equal losses the fuller host wins, so empty
+hosts stay empty for the largest flavors.
+
+All hosts and reference flavors are counted in one call into the C fit
+engine. A request the engine cannot place on a host (outside its supported
+subset) weighs as much as the worst host.
+
+Options, group ``[nova_sched_ext]``:
+
+* ``numa_slot_weight_multiplier``: the multiplier. An aggregate's metadata
+  key of the same name overrides it per host, as with Nova's weighers.
+* ``numa_slot_reference_flavors``: the flavors to protect. If empty, the
+  ``numa_slot_auto_reference_count`` largest enabled flavors, reloaded every
+  ``numa_slot_reference_refresh_interval`` seconds.
+* ``numa_slot_weight_by`` and ``numa_slot_flavor_weights``: what losing one
+  slot of each flavor costs.
+
+How it plays with Nova's weighers: Nova normalises every weigher's weights
+to 0..1 over the candidate hosts and then adds them up, each multiplied by
+its multiplier. ``RAMWeigher`` and ``CPUWeigher`` spread by default
+(positive multipliers), which works against slot protection. The
+recommended settings, measured with ``nova-sched-ext-sim --compare``, are in
+``doc/source/numa_slot_weigher.rst``.
+"""
+
+import threading
+import time
+
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from nova.scheduler import utils as scheduler_utils
+from nova.scheduler import weights
+from oslo_log import log as logging
+
+from nova_sched_ext import conf
+from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import engine
+
+LOG = logging.getLogger(__name__)
+CONF = conf.CONF
+
+
+class ReferenceFlavors:
+    """The reference flavors' shapes and weights, cached and refreshed.
+
+    Shared by every thread of the scheduler: readers take the current
+    ``(shapes, weights, names)`` tuple without a lock; one thread at a time
+    reloads it, and a failed reload keeps the previous list.
+    """
+
+    def __init__(self, loader=None):
+        self._lock = threading.Lock()
+        self._current = ((), (), ())
+        self._loaded_at = None
+        self._loader = loader or self._load_flavors
+
+    def get(self):
+        interval = CONF.nova_sched_ext.numa_slot_reference_refresh_interval
+        now = time.monotonic()
+        stale = (self._loaded_at is None or
+                 (interval and now - self._loaded_at >= interval))
+        if stale and self._lock.acquire(blocking=self._loaded_at is None):
+            try:
+                self._refresh(now)
+            finally:
+                self._lock.release()
+        return self._current
+
+    def _refresh(self, now):
+        try:
+            flavors = self._loader()
+        except Exception:
+            LOG.warning('NUMASlotWeigher could not load its reference '
+                        'flavors; keeping the previous list (%d flavors).',
+                        len(self._current[0]), exc_info=True)
+            self._loaded_at = now
+            return
+        shapes, weights_, names = [], [], []
+        for flavor in flavors:
+            try:
+                shape = adapters.shape_from_flavor(flavor)
+            except (adapters.Unsupported, exception.Invalid) as exc:
+                LOG.warning('NUMASlotWeigher ignores reference flavor %s: '
+                            '%s', flavor.name, exc)
+                continue
+            shapes.append(shape)
+            weights_.append(_slot_weight(flavor))
+            names.append(flavor.name)
+        self._current = (tuple(shapes), tuple(weights_), tuple(names))
+        self._loaded_at = now
+        LOG.info('NUMASlotWeigher reference flavors: %s',
+                 ', '.join('%s (weight %g)' % (n, w)
+                           for n, w in zip(names, weights_)) or 'none')
+
+    @staticmethod
+    def _load_flavors():
+        context = nova_context.get_admin_context()
+        wanted = CONF.nova_sched_ext.numa_slot_reference_flavors
+        if wanted:
+            flavors = []
+            for name in wanted:
+                try:
+                    flavors.append(objects.Flavor.get_by_name(context, name))
+                    continue
+                except exception.FlavorNotFound:
+                    pass
+                try:
+                    flavors.append(objects.Flavor.get_by_flavor_id(
+                        context, name))
+                except exception.FlavorNotFound:
+                    LOG.warning('NUMASlotWeigher: reference flavor %r '
+                                '([nova_sched_ext] '
+                                'numa_slot_reference_flavors) does not '
+                                'exist; ignored.', name)
+            return flavors
+        flavors = [f for f in objects.FlavorList.get_all(context)
+                   if not f.disabled]
+        flavors.sort(key=lambda f: (f.vcpus, f.memory_mb), reverse=True)
+        return flavors[:CONF.nova_sched_ext.numa_slot_auto_reference_count]
+
+
+def _slot_weight(flavor):
+    explicit = CONF.nova_sched_ext.numa_slot_flavor_weights
+    for key in (flavor.name, flavor.flavorid):
+        if key in explicit:
+            try:
+                value = float(explicit[key])
+                if value > 0:
+                    return value
+            except ValueError:
+                pass
+            LOG.warning('NUMASlotWeigher: slot weight %r of flavor %s '
+                        '([nova_sched_ext] numa_slot_flavor_weights) is not '
+                        'a positive number; using the default.',
+                        explicit[key], key)
+            break
+    by = CONF.nova_sched_ext.numa_slot_weight_by
+    if by == 'memory_mb':
+        return max(flavor.memory_mb / 1024.0, 1.0 / 1024)
+    if by == 'equal':
+        return 1.0
+    return float(max(flavor.vcpus, 1))
+
+
+class NUMASlotWeigher(weights.BaseHostWeigher):
+    """Prefer the host where the request costs the fewest reference slots."""
+
+    def __init__(self):
+        super().__init__()
+        self.references = ReferenceFlavors()
+
+    def weight_multiplier(self, host_state):
+        return scheduler_utils.get_weight_multiplier(
+            host_state, 'numa_slot_weight_multiplier',
+            CONF.nova_sched_ext.numa_slot_weight_multiplier)
+
+    def _weigh_object(self, host_state, weight_properties):
+        return self._weigh([host_state], weight_properties)[0]
+
+    def weigh_objects(self, weighed_obj_list, weight_properties):
+        return self._weigh([w.obj for w in weighed_obj_list],
+                           weight_properties)
+
+    def _weigh(self, hosts, spec_obj):
+        try:
+            shapes, slot_weights, _names = self.references.get()
+            if not shapes or not hosts:
+                return [0.0] * len(hosts)
+            request = adapters.shape_from_spec(spec_obj)
+            prepared = [adapters.prepared_host(h) for h in hosts]
+            _before, _after, result = engine.slot_weights(
+                prepared, shapes, slot_weights, request)
+            return list(result)
+        except adapters.Unsupported as exc:
+            LOG.debug('NUMASlotWeigher: request outside the fit engine\'s '
+                      'subset (%s); all hosts weigh the same.', exc)
+        except Exception:
+            LOG.exception('NUMASlotWeigher could not weigh the hosts; all '
+                          'hosts weigh the same for this request.')
+        return [0.0] * len(hosts)

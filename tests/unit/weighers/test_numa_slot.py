@@ -1,0 +1,235 @@
+"""NUMASlotWeigher with Nova's fakes and Nova's weight handler."""
+
+from unittest import mock
+
+import fixtures
+from nova import objects
+from nova.scheduler import weights
+from nova.tests.unit.scheduler import fakes
+from oslo_config import fixture as config_fixture
+from oslo_utils.fixture import uuidsentinel as uuids
+import testtools
+
+from nova_sched_ext import conf
+from nova_sched_ext.fit import engine
+from nova_sched_ext.weighers import numa_slot
+
+
+def flavor(name, vcpus, memory_mb, extra_specs=None, disabled=False,
+           flavorid=None):
+    return objects.Flavor(
+        name=name, flavorid=flavorid or name, vcpus=vcpus,
+        memory_mb=memory_mb, root_gb=0, ephemeral_gb=0, swap=0,
+        extra_specs=extra_specs or {}, disabled=disabled)
+
+
+DEDICATED_1 = {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '1'}
+BIG = flavor('big', 8, 8192, DEDICATED_1)
+SMALL = flavor('small', 2, 1024, DEDICATED_1)
+
+
+def host_state(name, free_pcpus_per_cell, pcpus=16):
+    cells = []
+    for i, free in enumerate(free_pcpus_per_cell):
+        cpus = set(range(i * 32, i * 32 + pcpus))
+        pinned = set(sorted(cpus)[:pcpus - free])
+        cells.append(objects.NUMACell(
+            id=i, cpuset=set(), pcpuset=cpus, memory=32768, cpu_usage=0,
+            memory_usage=0, pinned_cpus=pinned,
+            siblings=[{c} for c in sorted(cpus)],
+            mempages=[objects.NUMAPagesTopology(
+                size_kb=4, total=32768 * 256, used=0, reserved=0)],
+            network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                     tunneled=False)))
+    used = sum(pcpus - f for f in free_pcpus_per_cell)
+    return fakes.FakeHostState(name, name, {
+        'numa_topology': objects.NUMATopology(cells=cells),
+        'pci_stats': None, 'cpu_allocation_ratio': 1.0,
+        'ram_allocation_ratio': 1.0,
+        'vcpus_total': pcpus * len(cells), 'vcpus_used': used,
+        'total_usable_ram_mb': 32768 * len(cells),
+        'free_ram_mb': 32768 * len(cells),
+        'allocation_candidates': [{'mappings': {}}],
+        'aggregates': []})
+
+
+def request(flavor_obj):
+    from nova.virt import hardware
+    image = objects.ImageMeta(properties=objects.ImageMetaProps())
+    return objects.RequestSpec(
+        flavor=flavor_obj, image=image, instance_uuid=uuids.instance,
+        numa_topology=hardware.numa_get_constraints(flavor_obj, image),
+        pci_requests=None, num_instances=1)
+
+
+class WeigherTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(conf.CONF))
+        self.loaded = [BIG]
+        self.loader = mock.Mock(side_effect=lambda: list(self.loaded))
+        self.weigher = self.make_weigher()
+        self.handler = weights.HostWeightHandler()
+
+    def make_weigher(self):
+        weigher = numa_slot.NUMASlotWeigher()
+        weigher.references = numa_slot.ReferenceFlavors(loader=self.loader)
+        return weigher
+
+    def best(self, hosts, spec, weighers=None):
+        weighed = self.handler.get_weighed_objects(
+            weighers or [self.weigher], hosts, spec)
+        return [w.obj.host for w in weighed]
+
+
+class TestNUMASlotWeigher(WeigherTestCase):
+
+    def test_small_request_goes_where_it_costs_no_big_slot(self):
+        # 'intact' can take two big instances (8 free pCPUs per cell);
+        # 'fragmented' has 6 + 6 free: no big slot to lose.
+        hosts = [host_state('intact', [8, 8]),
+                 host_state('fragmented', [6, 6])]
+        self.assertEqual('fragmented',
+                         self.best(hosts, request(SMALL))[0])
+
+    def test_default_weighers_would_spread_to_the_emptier_host(self):
+        # The contrast the weigher exists for: RAMWeigher-style spreading
+        # picks the emptier host and breaks its big slot.
+        from nova.scheduler.weights import cpu
+        hosts = [host_state('intact', [8, 8]),
+                 host_state('fragmented', [6, 6])]
+        self.assertEqual('intact', self.best(hosts, request(SMALL),
+                                             [cpu.CPUWeigher()])[0])
+
+    def test_equal_loss_prefers_the_fuller_host(self):
+        hosts = [host_state('emptier', [4, 4]),
+                 host_state('fuller', [3, 3])]
+        self.assertEqual('fuller', self.best(hosts, request(SMALL))[0])
+
+    def test_weights_are_minus_the_weighted_loss(self):
+        hosts = [host_state('a', [16, 16])]
+        result = self.weigher.weigh_objects(
+            [weights.WeighedHost(h, 0.0) for h in hosts], request(SMALL))
+        # 16 free pCPUs hold 2 big instances per cell; a small one (2
+        # pCPUs) leaves 14: one big slot lost, weighing BIG's 8 vCPUs,
+        # minus a tie-break below one slot.
+        self.assertLess(result[0], -8.0)
+        self.assertGreater(result[0], -8.0 - 4.0)
+
+    def test_no_reference_flavor_weighs_all_hosts_the_same(self):
+        self.loaded = []
+        hosts = [host_state('a', [8, 8]), host_state('b', [6, 6])]
+        self.assertEqual([0.0, 0.0], self.weigher.weigh_objects(
+            [weights.WeighedHost(h, 0.0) for h in hosts], request(SMALL)))
+
+    def test_engine_failure_weighs_all_hosts_the_same(self):
+        hosts = [host_state('a', [8, 8]), host_state('b', [6, 6])]
+        with mock.patch.object(engine, 'slot_weights', autospec=True,
+                               side_effect=RuntimeError('boom')):
+            self.assertEqual([0.0, 0.0], self.weigher.weigh_objects(
+                [weights.WeighedHost(h, 0.0) for h in hosts],
+                request(SMALL)))
+
+    def test_aggregate_overrides_the_multiplier(self):
+        self.conf.config(numa_slot_weight_multiplier=2.0,
+                         group='nova_sched_ext')
+        state = host_state('a', [8, 8])
+        self.assertEqual(2.0, self.weigher.weight_multiplier(state))
+        state.aggregates = [objects.Aggregate(
+            id=1, name='agg', hosts=['a'],
+            metadata={'numa_slot_weight_multiplier': '-1.5'})]
+        self.assertEqual(-1.5, self.weigher.weight_multiplier(state))
+
+    def test_non_numa_request_counts_host_level_slots(self):
+        plain = flavor('plain', 4, 4096)
+        self.loaded = [flavor('plain-big', 16, 16384)]
+        weigher = self.make_weigher()
+        roomy = host_state('roomy', [16, 16])
+        tight = host_state('tight', [16, 16])
+        tight.vcpus_used = 12     # 20 VCPU left: one plain-big slot
+        self.assertEqual('tight', self.best(
+            [roomy, tight], request(plain), [weigher])[0])
+
+
+class TestReferenceFlavors(WeigherTestCase):
+
+    def test_reference_list_is_cached_and_refreshed(self):
+        self.conf.config(numa_slot_reference_refresh_interval=60,
+                         group='nova_sched_ext')
+        refs = numa_slot.ReferenceFlavors(loader=self.loader)
+        with mock.patch.object(numa_slot.time, 'monotonic',
+                               return_value=1000.0):
+            refs.get()
+            refs.get()
+        self.assertEqual(1, self.loader.call_count)
+        with mock.patch.object(numa_slot.time, 'monotonic',
+                               return_value=1061.0):
+            self.assertEqual(('big',), refs.get()[2])
+        self.assertEqual(2, self.loader.call_count)
+
+    def test_failed_reload_keeps_previous_list(self):
+        self.conf.config(numa_slot_reference_refresh_interval=1,
+                         group='nova_sched_ext')
+        refs = numa_slot.ReferenceFlavors(loader=self.loader)
+        with mock.patch.object(numa_slot.time, 'monotonic',
+                               return_value=10.0):
+            refs.get()
+        self.loader.side_effect = RuntimeError('db down')
+        with mock.patch.object(numa_slot.time, 'monotonic',
+                               return_value=20.0):
+            self.assertEqual(('big',), refs.get()[2])
+
+    def test_invalid_flavor_is_skipped_with_a_warning(self):
+        bad = flavor('bad', 4, 4096, {'hw:numa_nodes': 'two'})
+        self.loaded = [bad, BIG]
+        logs = self.useFixture(fixtures.FakeLogger(
+            name='nova_sched_ext.weighers.numa_slot'))
+        refs = numa_slot.ReferenceFlavors(loader=self.loader)
+        self.assertEqual(('big',), refs.get()[2])
+        self.assertIn('ignores reference flavor bad', logs.output)
+
+    def test_slot_weights(self):
+        self.assertEqual(8.0, numa_slot._slot_weight(BIG))
+        self.conf.config(numa_slot_weight_by='memory_mb',
+                         group='nova_sched_ext')
+        self.assertEqual(8.0, numa_slot._slot_weight(BIG))
+        self.conf.config(numa_slot_weight_by='equal', group='nova_sched_ext')
+        self.assertEqual(1.0, numa_slot._slot_weight(BIG))
+        self.conf.config(numa_slot_flavor_weights={'big': '50'},
+                         group='nova_sched_ext')
+        self.assertEqual(50.0, numa_slot._slot_weight(BIG))
+        self.conf.config(numa_slot_flavor_weights={'big': '-3'},
+                         group='nova_sched_ext')
+        self.assertEqual(1.0, numa_slot._slot_weight(BIG))
+
+    def test_auto_mode_takes_the_largest_enabled_flavors(self):
+        self.conf.config(numa_slot_auto_reference_count=2,
+                         group='nova_sched_ext')
+        all_flavors = [SMALL, flavor('off', 64, 1, disabled=True), BIG,
+                       flavor('mid', 4, 4096)]
+        with mock.patch.object(objects.FlavorList, 'get_all',
+                               return_value=all_flavors):
+            got = numa_slot.ReferenceFlavors._load_flavors()
+        self.assertEqual(['big', 'mid'], [f.name for f in got])
+
+    def test_unknown_configured_flavor_is_logged(self):
+        self.conf.config(numa_slot_reference_flavors=['nope', 'big'],
+                         group='nova_sched_ext')
+        logs = self.useFixture(fixtures.FakeLogger(
+            name='nova_sched_ext.weighers.numa_slot'))
+        from nova import exception
+
+        def by_name(context, name):
+            if name == 'big':
+                return BIG
+            raise exception.FlavorNotFound(flavor_id=name)
+
+        with mock.patch.object(objects.Flavor, 'get_by_name',
+                               side_effect=by_name), \
+                mock.patch.object(
+                    objects.Flavor, 'get_by_flavor_id',
+                    side_effect=exception.FlavorNotFound(flavor_id='x')):
+            got = numa_slot.ReferenceFlavors._load_flavors()
+        self.assertEqual(['big'], [f.name for f in got])
+        self.assertIn("reference flavor 'nope'", logs.output)
