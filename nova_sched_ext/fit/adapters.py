@@ -1,12 +1,8 @@
 """Build the fit engine's model from Nova's scheduler objects.
 
-* :func:`prepared_host` turns a ``HostState`` into a cached
-  :class:`~nova_sched_ext.fit.engine.PreparedHost`.  The cache is keyed by
-  the host's ``numa_topology`` object: Nova never changes a topology in
-  place, it replaces it (on every compute node refresh and on every
-  ``consume_from_request``), so a new object means new data.  The PCI pools,
-  which Nova does change in place, and the allocation ratios are compared on
-  every lookup.
+* :func:`prepared_host` turns a ``HostState`` into a
+  :class:`~nova_sched_ext.fit.engine.PreparedHost`, cached on the
+  ``HostState`` until Nova changes it (see ``_version``).
 * :func:`request_from_spec` turns a ``RequestSpec`` into a
   :class:`~nova_sched_ext.fit.model.Request`, or ``None`` when the request
   has no NUMA topology, or raises :class:`Unsupported` when it uses a feature
@@ -14,9 +10,6 @@
 * :func:`host_pci` describes, per request, which PCI devices of a host could
   serve the request's PCI request, using Nova's own pool filters.
 """
-
-import threading
-import weakref
 
 from nova import objects
 from nova.objects import fields
@@ -127,22 +120,21 @@ def host_model(numa_topology, pci_stats=None, cpu_allocation_ratio=None,
                   candidates=candidates)
 
 
-# id(numa_topology) -> (weakref to it, signature, PreparedHost)
-_cache = {}
-_cache_lock = threading.Lock()
 _NO_TOPOLOGY = engine.prepare(m.Host(cells=(), status=m.HOST_NO_TOPOLOGY))
 
+# The packed model is cached on the HostState itself, with what it was built
+# from.  Nova replaces numa_topology (and pci_stats) objects rather than
+# changing them, and stamps ``updated`` on every compute node refresh and
+# every consume_from_request (which also changes the PCI pools in place);
+# the free RAM, used vCPUs and ratios are compared too, so a HostState
+# changed by hand is noticed as well.
+_CACHE_ATTR = '_nova_sched_ext_fit'
 
-def _signature(host_state):
-    pci_stats = host_state.pci_stats
-    pools = None
-    if pci_stats is not None:
-        pools = tuple((p.get('numa_node'), p['count'])
-                      for p in pci_stats.pools)
-    return (host_state.cpu_allocation_ratio,
-            host_state.ram_allocation_ratio, pools,
-            host_state.vcpus_total, host_state.vcpus_used,
-            host_state.total_usable_ram_mb, host_state.free_ram_mb)
+
+def _version(host_state):
+    return (host_state.updated, host_state.free_ram_mb,
+            host_state.vcpus_used, host_state.cpu_allocation_ratio,
+            host_state.ram_allocation_ratio)
 
 
 def host_room(host_state):
@@ -160,51 +152,40 @@ def host_room(host_state):
             'free_memory_mb': total_memory - used_memory}
 
 
-def _forget(key, ref):
-    with _cache_lock:
-        entry = _cache.get(key)
-        if entry is not None and entry[0] is ref:
-            del _cache[key]
-
-
 def _with_candidates(prepared, candidates):
     if prepared.model.status != m.HOST_OK:
         return prepared
     return engine.prepare(prepared.model._replace(candidates=candidates))
 
 
-def prepared_host(host_state):
-    """The cached, packed model of a ``HostState``."""
-    topology = host_state.numa_topology
+def _build(host_state, topology):
+    room = host_room(host_state)
     if not topology:
-        room = host_room(host_state)
         if not room:
             return _NO_TOPOLOGY
         return engine.prepare(_NO_TOPOLOGY.model._replace(**room))
-    key = id(topology)
-    signature = _signature(host_state)
-    entry = _cache.get(key)
-    if entry is not None and entry[0]() is topology and \
-            entry[1] == signature:
-        prepared = entry[2]
+    if not room:
+        # Nova's filter would fail on a host without ratios; stay out.
+        return engine.prepare(engine.UNSUPPORTED_HOST)
+    host = host_model(topology, host_state.pci_stats,
+                      host_state.cpu_allocation_ratio,
+                      host_state.ram_allocation_ratio)
+    return engine.prepare(host._replace(**room))
+
+
+def prepared_host(host_state):
+    """The cached, packed model of a ``HostState``."""
+    topology = host_state.numa_topology
+    pci_stats = host_state.pci_stats
+    version = _version(host_state)
+    entry = getattr(host_state, _CACHE_ATTR, None)
+    if (entry is not None and entry[0] is topology and
+            entry[1] is pci_stats and entry[2] == version):
+        prepared = entry[3]
     else:
-        ratios_known = (host_state.cpu_allocation_ratio is not None and
-                        host_state.ram_allocation_ratio is not None)
-        host = host_model(
-            topology, host_state.pci_stats,
-            host_state.cpu_allocation_ratio if ratios_known else None,
-            host_state.ram_allocation_ratio if ratios_known else None)
-        if not ratios_known:
-            # Nova's filter would fail on a host without ratios; stay out.
-            host = engine.UNSUPPORTED_HOST
-        host = host._replace(**host_room(host_state))
-        prepared = engine.prepare(host)
-        try:
-            ref = weakref.ref(topology, lambda r, k=key: _forget(k, r))
-        except TypeError:
-            return prepared
-        with _cache_lock:
-            _cache[key] = (ref, signature, prepared)
+        prepared = _build(host_state, topology)
+        setattr(host_state, _CACHE_ATTR,
+                (topology, pci_stats, version, prepared))
     candidates = len(host_state.allocation_candidates)
     if candidates != 1:
         prepared = _with_candidates(prepared, candidates)

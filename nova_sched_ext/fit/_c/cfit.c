@@ -433,7 +433,8 @@ static int fit_host(const struct nse_host *host,
     if (permutations(host->n_cells, req->n_cells) > NSE_MAX_PERMUTATIONS)
         return NSE_UNKNOWN;
 
-    memset(sp, 0, sizeof(*sp));
+    /* no memset: the search is large (its pair cache) and every field
+     * read below is written first */
     sp->host = host;
     sp->cells = cells;
     sp->req = req;
