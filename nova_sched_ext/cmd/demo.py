@@ -1,0 +1,297 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova-sched-ext-demo: watch the package's plugins in a real Nova.
+
+Everything runs in this one process: Nova's API, conductor and scheduler on
+an in-memory sqlite database, placement from the ``openstack-placement``
+fixture, and nova-compute services with the libvirt driver on fake libvirt
+hosts of several NUMA layouts (2 and 4 cells, 2M and 1G huge pages, a PCI
+device).  The package's filters are enabled the way a deployer enables them,
+through ``[filter_scheduler] available_filters`` / ``enabled_filters``.
+
+For each scenario (see :mod:`nova_sched_ext.testing.scenarios`) the demo
+boots a series of NUMA flavors and prints where each server landed, or
+NoValidHost, and how many hosts each scheduler filter kept.  By default each
+scenario runs twice, first with Nova's filters alone, and the demo checks
+that NUMAFitFilter changed nothing but the work.
+
+Exit status: 0 if every boot went as the scenario expects, 1 if not, 2 if
+the demo could not run.  Nova's test fixtures are used as a harness, so
+Nova's test requirements must be installed (see ``test-requirements.txt``).
+"""
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+
+ALWAYS_SHOWN_FILTERS = ('NUMAFitFilter', 'NUMATopologyFilter')
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog='nova-sched-ext-demo',
+        description='Boot NUMA flavors on a real, in-process Nova with the '
+                    'nova-sched-ext filters enabled from nova.conf, and '
+                    'show where each server landed.')
+    parser.add_argument(
+        '--scenario', action='append', metavar='NAME',
+        help='run only this scenario (repeatable; see --list)')
+    parser.add_argument(
+        '--list', action='store_true', help='list the scenarios and exit')
+    parser.add_argument(
+        '--no-compare', dest='compare', action='store_false',
+        help='skip the reference run with Nova\'s filters alone (about '
+             'half the time)')
+    parser.add_argument(
+        '--threads', action='store_true',
+        help='run Nova\'s services with native threads, as Nova 34 does in '
+             'production (slower here: the in-process message bus polls); '
+             'the default is the eventlet mode of Nova\'s test harness')
+    parser.add_argument(
+        '-v', '--verbose', action='count', default=0,
+        help='show Nova\'s log on stderr (-v: info, -vv: debug)')
+    return parser.parse_args(argv)
+
+
+def _quiet_process_logging(verbose):
+    """No stray output: only the demo's report, unless asked for logs."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(
+            '%(asctime)s %(levelname)s [%(name)s] %(message)s'))
+        root.addHandler(handler)
+        root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+    else:
+        root.addHandler(logging.NullHandler())
+        root.setLevel(logging.CRITICAL)
+        warnings.simplefilter('ignore')
+
+
+def _table(headers, rows):
+    widths = [max(len(str(cell)) for cell in column)
+              for column in zip(headers, *rows)]
+    lines = []
+    for row in [headers] + rows:
+        cells = [str(cell).ljust(width) for cell, width in zip(row, widths)]
+        lines.append('  ' + '  '.join(cells).rstrip())
+    lines.insert(1, '  ' + '  '.join('-' * width for width in widths))
+    return lines
+
+
+def _chain(result, index):
+    """The filter chain of pass ``index`` of a boot, as text."""
+    if index >= len(result.passes):
+        if index == 0:
+            return 'placement: no candidate host'
+        return ''
+    return result.passes[index].render(always=ALWAYS_SHOWN_FILTERS)
+
+
+def render(run, out):
+    scenario = run.scenario
+    from nova_sched_ext.testing import fake_hosts
+
+    write = out.write
+    write('\nScenario %s: %s\n\n' % (scenario.name, scenario.title))
+    write('Hosts (each %d CPUs; [compute] cpu_shared_set = %s, '
+          'cpu_dedicated_set = %s):\n' % (
+              fake_hosts.CPUS_PER_HOST, fake_hosts.CPU_SHARED_SET,
+              fake_hosts.CPU_DEDICATED_SET))
+    write('\n'.join(_table(
+        ['host', 'layout'],
+        [[h.name, h.describe()] for h in scenario.hosts])) + '\n\n')
+    write('Flavors:\n')
+    write('\n'.join(_table(
+        ['flavor', 'asks for', 'extra specs'],
+        [[f.name, f.describe(),
+          ' '.join('%s=%s' % kv for kv in sorted(f.extra_specs.items()))]
+         for f in scenario.flavors()])) + '\n\n')
+    if run.results is None:
+        return
+    write('nova.conf:\n  [filter_scheduler]\n')
+    for line in run.available_filters or ():
+        write('  available_filters = %s\n' % line)
+    write('  enabled_filters = %s\n' % ','.join(run.enabled_filters or ()))
+    write('  weight_classes = %s\n' % ','.join(run.weight_classes or ()))
+    write('NUMA fit engine in use: %s\n\n' % {
+        'c': 'the C helper', 'python': 'the pure-Python twin'}.get(
+            run.fit_backend, run.fit_backend))
+
+    headers = ['#', 'server', 'flavor', 'landed on', 'as expected',
+               'hosts kept by each filter']
+    if run.reference is not None:
+        headers.insert(5, 'Nova alone')
+    rows = []
+    number = 0
+    reference = run.reference or [None] * len(run.results)
+    for boot, results, ref_results in zip(scenario.boots, run.results,
+                                          reference):
+        for index, result in enumerate(results):
+            number += 1
+            row = [number, result.server, result.flavor, result.where(),
+                   'yes' if boot.accepts(result) else
+                   'NO, expected %s' % boot.expected_text(),
+                   _chain(results[0], index)]
+            if run.reference is not None:
+                ref = ref_results[index] if index < len(ref_results) \
+                    else None
+                same = ref is not None and \
+                    ref.outcome() == result.outcome() and \
+                    ref.survivors() == result.survivors()
+                row.insert(5, 'same' if same else
+                           'DIFFERENT: %s' % (ref.where() if ref else '-'))
+            rows.append(row)
+    write('\n'.join(_table(headers, rows)) + '\n\n')
+
+    write('Why:\n')
+    width = max(len(boot.server) for boot in scenario.boots)
+    for boot in scenario.boots:
+        if boot.why:
+            write('  %s  %s\n' % (boot.server.ljust(width), boot.why))
+    write('\n')
+
+    passes = [p for results in run.results for r in results
+              for p in r.passes]
+    fit_rejected = sum(p.rejected('NUMAFitFilter') for p in passes)
+    nova_rejected = sum(p.rejected('NUMATopologyFilter') for p in passes)
+    skipped = sum(1 for p in passes if p.kept and
+                  p.kept[-1] == ('NUMAFitFilter', 0))
+    write('NUMAFitFilter removed %d host(s) in %d filter passes.\n'
+          'NUMATopologyFilter removed %d after it, and did not run at all '
+          'in %d pass(es) where no host was left.\n'
+          % (fit_rejected, len(passes), nova_rejected, skipped))
+    if run.reference is not None:
+        differences = [p for p in run.problems() if ' vs ' in p]
+        servers = sum(len(results) for results in run.results)
+        if differences:
+            write('With Nova\'s filters alone: %d DIFFERENCE(S).\n'
+                  % len(differences))
+        else:
+            write('Compared with Nova\'s filters alone (reference run): '
+                  'the same host and NUMA cells for all %d servers, the '
+                  'same failures,\nthe same hosts left after filtering.\n'
+                  % servers)
+
+
+def _choose_concurrency(threads):
+    """Eventlet or native threads: Nova decides on its first import.
+
+    ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` from the environment is honoured
+    unless ``--threads`` is given.
+    """
+    if threads:
+        os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = 'true'
+    else:
+        os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', 'false')
+    # Applies the choice (and eventlet's monkey patching) before anything
+    # else imports Nova.
+    import nova_sched_ext.testing  # noqa: F401
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    _quiet_process_logging(args.verbose)
+    _choose_concurrency(args.threads)
+
+    from nova_sched_ext.testing import scenarios
+
+    if args.list:
+        for scenario in scenarios.DEMO_SCENARIOS:
+            print('%-16s %s' % (scenario.name, scenario.title))
+        return 0
+    selected = list(scenarios.DEMO_SCENARIOS)
+    if args.scenario:
+        known = {s.name: s for s in selected}
+        unknown = [name for name in args.scenario if name not in known]
+        if unknown:
+            print('nova-sched-ext-demo: unknown scenario(s) %s; known: %s'
+                  % (', '.join(unknown), ', '.join(sorted(known))),
+                  file=sys.stderr)
+            return 2
+        selected = [known[name] for name in args.scenario]
+
+    problem = _check_installation()
+    if problem:
+        print('nova-sched-ext-demo: %s' % problem, file=sys.stderr)
+        return 2
+
+    from nova_sched_ext.testing import runner
+
+    # Importing Nova's test harness set up oslo.log on the root logger.
+    _quiet_process_logging(args.verbose)
+    log_level = None
+    if args.verbose:
+        log_level = logging.DEBUG if args.verbose > 1 else logging.INFO
+    print('nova-sched-ext demo: a real Nova %s in this process (API, '
+          'conductor, scheduler, placement, fake libvirt computes; sqlite '
+          'in memory).' % _nova_version())
+    if args.compare:
+        print('Each scenario runs twice on the same hosts: with Nova\'s '
+              'filters alone, then with NUMAFitFilter enabled.')
+    sys.stdout.flush()
+
+    status = 0
+    for scenario in selected:
+        run = runner.run_scenario(scenario, compare=args.compare,
+                                  log_level=log_level)
+        if not args.verbose:
+            _quiet_process_logging(0)  # Nova's harness left DEBUG on
+        render(run, sys.stdout)
+        if run.error:
+            print('\nThe scenario could not run:\n%s' % run.error)
+            print('Nova\'s log of this run: %s' % run.log_path)
+            status = 2
+            continue
+        problems = run.problems()
+        if problems:
+            print('\n%d unexpected result(s):\n  %s' % (
+                len(problems), '\n  '.join(problems)))
+            status = max(status, 1)
+        else:
+            print('All %d servers went as expected (%.0f s).' % (
+                sum(len(r) for r in run.results), run.seconds))
+        sys.stdout.flush()
+    return status
+
+
+def _check_installation():
+    """Why the plugins cannot be loaded from nova.conf, or None."""
+    try:
+        from nova_sched_ext import filters
+        names = [cls.__name__ for cls in filters.all_filters()]
+    except Exception as exc:
+        return 'cannot list the package\'s filters: %s' % exc
+    if 'NUMAFitFilter' not in names:
+        return ('NUMAFitFilter is not registered in the '
+                '"nova_sched_ext.filters" entry-point namespace: install '
+                'the package (pip install -e .) so that '
+                '"available_filters = nova_sched_ext.filters.all_filters" '
+                'finds it.')
+    return None
+
+
+def _nova_version():
+    try:
+        from importlib import metadata
+        return metadata.version('nova')
+    except Exception:
+        return '(unknown version)'
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,172 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Boot sequences on fake NUMA hosts, with the outcome each boot must have.
+
+A :class:`Scenario` is plain data: the hosts to start and the servers to
+boot, in order.  Each :class:`Boot` names the hosts the server may land on
+(any of them is acceptable: which one is the weighers' business) or none,
+meaning the request must end in NoValidHost.  The expectations follow from
+the NUMA shapes alone, as Nova's ``NUMATopologyFilter`` decides them.
+
+The functional tests run these scenarios with ``NUMAFitFilter`` enabled and
+without it and require identical results; the demo prints them.  Later
+features add scenarios to :data:`DEMO_SCENARIOS`.
+"""
+
+import dataclasses
+
+from nova_sched_ext.testing import fake_hosts as fh
+
+#: ``Boot.expect`` value for a request that no host can take.
+NO_VALID_HOST = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Boot:
+    """One server create request and where it may end up."""
+
+    server: str
+    flavor: fh.FlavorShape
+    expect: tuple
+    #: why it lands there (or nowhere), for humans reading the demo
+    why: str = ''
+    #: servers created by this one request (``min_count``/``max_count``)
+    count: int = 1
+
+    @property
+    def expects_no_valid_host(self):
+        return not self.expect
+
+    def expected_text(self):
+        return ' or '.join(self.expect) if self.expect else 'NoValidHost'
+
+    def accepts(self, result):
+        """Whether one server's ``cloud.BootResult`` is as expected."""
+        if self.expect:
+            return result.host in self.expect
+        return result.no_valid_host
+
+    def check(self, results):
+        """What is wrong with ``results`` (``cloud.BootResult`` list)."""
+        problems = []
+        if len(results) != self.count:
+            problems.append('%s: expected %d server(s), got %d' % (
+                self.server, self.count, len(results)))
+        for result in results:
+            if self.accepts(result):
+                continue
+            problems.append('%s: expected %s, got %s' % (
+                result.server, self.expected_text(),
+                result.host or 'ERROR (%s)' % result.fault))
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """Hosts to start and servers to boot, in order.
+
+    ``flags`` holds extra ``nova.conf`` settings as ``(group, option,
+    value)`` triples, applied before the services start (a scenario for a
+    weigher enables it there, for example).
+    """
+
+    name: str
+    title: str
+    hosts: tuple
+    boots: tuple
+    flags: tuple = ()
+
+    def host(self, name):
+        for layout in self.hosts:
+            if layout.name == name:
+                return layout
+        raise KeyError(name)
+
+    def flavors(self):
+        """The distinct flavors of the boots, in first-use order."""
+        seen = {}
+        for boot in self.boots:
+            seen.setdefault(boot.flavor.name, boot.flavor)
+        return list(seen.values())
+
+    def uses_pci(self):
+        return any(layout.pci_devices for layout in self.hosts)
+
+
+# --- hosts -----------------------------------------------------------------
+
+NUMA2_4K = fh.HostLayout('numa2-4k', cells=2, mem_gib_per_cell=8)
+NUMA2_2M = fh.HostLayout('numa2-2m', cells=2, mem_gib_per_cell=8,
+                         pages_2m_per_cell=2048)
+NUMA2_PCI = fh.HostLayout('numa2-pci', cells=2, mem_gib_per_cell=8,
+                          pci_devices=2, pci_numa_node=1)
+NUMA4_1G = fh.HostLayout('numa4-1g', cells=4, mem_gib_per_cell=4,
+                         pages_1g_per_cell=2)
+NUMA4_4K = fh.HostLayout('numa4-4k', cells=4, mem_gib_per_cell=4)
+
+MIXED_HOSTS = (NUMA2_4K, NUMA2_2M, NUMA2_PCI, NUMA4_1G, NUMA4_4K)
+TWO_CELL_HOSTS = ('numa2-4k', 'numa2-2m', 'numa2-pci')
+ALL_HOSTS = tuple(layout.name for layout in MIXED_HOSTS)
+
+# --- flavors ---------------------------------------------------------------
+
+PIN4 = fh.pinned('pin4', vcpus=4, ram_mb=2048)
+PIN4_2NODE = fh.pinned('pin4.2node', vcpus=4, ram_mb=4096, numa_nodes=2)
+PIN2_LARGE = fh.pinned('pin2.large', vcpus=2, ram_mb=2048,
+                       page_size='large')
+PIN4_2NODE_LARGE = fh.pinned('pin4.2node.large', vcpus=4, ram_mb=4096,
+                             numa_nodes=2, page_size='large')
+SHARED1_1G = fh.shared('shared1.1g', vcpus=1, ram_mb=2048, page_size='1GB')
+SHARED4_2NODE = fh.shared('shared4.2node', vcpus=4, ram_mb=4096,
+                          numa_nodes=2)
+PIN2_PCI = fh.pinned('pin2.pci', vcpus=2, ram_mb=2048, pci=1)
+PIN6 = fh.pinned('pin6', vcpus=6, ram_mb=2048)
+SHARED2_12G = fh.shared('shared2.12g', vcpus=2, ram_mb=12288, numa_nodes=1)
+SHARED2 = fh.shared('shared2', vcpus=2, ram_mb=2048)
+
+MIXED = Scenario(
+    name='mixed-numa',
+    title='NUMA flavors on 2- and 4-cell hosts, until the big ones no '
+          'longer fit',
+    hosts=MIXED_HOSTS,
+    boots=(
+        Boot('pin4-a', PIN4, TWO_CELL_HOSTS,
+             '4 pinned CPUs in one cell: only 2-cell hosts have 4 per cell'),
+        Boot('pin4x2', PIN4_2NODE, ALL_HOSTS,
+             '2 pinned CPUs in each of 2 cells: every host'),
+        Boot('pin2-large', PIN2_LARGE, ('numa2-2m', 'numa4-1g'),
+             'huge pages: only the hosts that have them'),
+        Boot('pin4x2-large', PIN4_2NODE_LARGE, ('numa4-1g',),
+             'huge pages in 2 cells with 2 free pinned CPUs each'),
+        Boot('shared1-1g', SHARED1_1G, ('numa4-1g',),
+             '1G pages: one host, one cell left with them'),
+        Boot('shared4x2', SHARED4_2NODE, TWO_CELL_HOSTS,
+             '2 shared CPUs per cell: 4-cell hosts have only 1'),
+        Boot('pin2-pci', PIN2_PCI, ('numa2-pci',),
+             'the PCI device is on cell 1: CPUs must be pinned there'),
+        Boot('pin6', PIN6, NO_VALID_HOST,
+             '6 pinned CPUs in one cell: no cell has more than 4'),
+        Boot('shared2-12g', SHARED2_12G, NO_VALID_HOST,
+             '12 GiB in one cell: no cell has more than 8 GiB'),
+        Boot('pin4-b', PIN4, ('numa2-2m', 'numa2-pci'),
+             'two at once: the last two cells with 4 free pinned CPUs',
+             count=2),
+        Boot('pin4-c', PIN4, NO_VALID_HOST,
+             'placement still sees free pinned CPUs, but no cell has 4'),
+        Boot('shared2', SHARED2, ALL_HOSTS,
+             'no NUMA constraint: NUMA filters let every host through'),
+    ),
+)
+
+#: What ``nova-sched-ext-demo`` runs, in order.
+DEMO_SCENARIOS = (MIXED,)

@@ -1,0 +1,56 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Base class of the functional tests: a real Nova on fake NUMA hosts.
+
+The services, fake hosts and boot helpers live in
+:mod:`nova_sched_ext.testing.cloud` (the demo uses them too); this adds the
+assertions the tests share.
+"""
+
+from nova_sched_ext.testing import cloud
+
+NUMA_FIT_FILTER = cloud.NUMA_FIT_FILTER
+NUMA_TOPOLOGY_FILTER = cloud.NUMA_TOPOLOGY_FILTER
+
+
+class NUMAFitTestBase(cloud.NUMACloudTestBase):
+    """Nova with the package installed, on fake libvirt NUMA hosts."""
+
+    def assertBootsAsExpected(self, boots, results):
+        """Each server landed on one of its expected hosts, or NoValidHost."""
+        self.assertEqual(len(boots), len(results))
+        problems = []
+        for boot, boot_results in zip(boots, results):
+            problems.extend(boot.check(boot_results))
+        if problems:
+            self.fail('Unexpected scheduling:\n  ' + '\n  '.join(problems))
+
+    def assertSameScheduling(self, reference, results):
+        """Same host and cells per server, same hosts left after filters."""
+        problems = cloud.compare_runs(reference, results)
+        if problems:
+            self.fail('Scheduling differs with NUMAFitFilter:\n  ' +
+                      '\n  '.join(problems))
+
+    def assertFilterLoaded(self, name, module):
+        """``name`` runs in nova-scheduler, loaded from ``module``."""
+        host_manager = self.scheduler.manager.host_manager
+        loaded = {type(f).__name__: type(f).__module__
+                  for f in host_manager.enabled_filters}
+        self.assertIn(name, loaded)
+        self.assertEqual(module, loaded[name])
+
+    def assertFilterNotLoaded(self, name):
+        host_manager = self.scheduler.manager.host_manager
+        self.assertNotIn(
+            name, [type(f).__name__ for f in host_manager.enabled_filters])
