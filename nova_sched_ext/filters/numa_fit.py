@@ -80,7 +80,7 @@ class NUMAFitFilter(filters.BaseHostFilter):
             return hosts
 
         started = time.perf_counter()
-        prepared = [adapters.prepared_host(h) for h in hosts]
+        prepared = adapters.prepared_hosts(hosts)
         pcis = None
         if request.pci is not None:
             pcis = [adapters.host_pci(h, pci_requests[0]) for h in hosts]

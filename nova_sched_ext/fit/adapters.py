@@ -173,23 +173,44 @@ def _build(host_state, topology):
     return engine.prepare(host._replace(**room))
 
 
-def prepared_host(host_state):
-    """The cached, packed model of a ``HostState``."""
+def _refresh(host_state):
     topology = host_state.numa_topology
     pci_stats = host_state.pci_stats
-    version = _version(host_state)
-    entry = getattr(host_state, _CACHE_ATTR, None)
-    if (entry is not None and entry[0] is topology and
-            entry[1] is pci_stats and entry[2] == version):
-        prepared = entry[3]
-    else:
-        prepared = _build(host_state, topology)
-        setattr(host_state, _CACHE_ATTR,
-                (topology, pci_stats, version, prepared))
-    candidates = len(host_state.allocation_candidates)
-    if candidates != 1:
-        prepared = _with_candidates(prepared, candidates)
+    prepared = _build(host_state, topology)
+    setattr(host_state, _CACHE_ATTR,
+            (topology, pci_stats, _version(host_state), prepared))
     return prepared
+
+
+def prepared_hosts(host_states):
+    """The cached, packed models of many ``HostState`` objects.
+
+    This runs for every host of every request: the cache check is inlined
+    (no call per host) to keep it to a few attribute reads.
+    """
+    result = []
+    append = result.append
+    attr = _CACHE_ATTR
+    for hs in host_states:
+        entry = hs.__dict__.get(attr)
+        if (entry is not None and entry[0] is hs.numa_topology and
+                entry[1] is hs.pci_stats and
+                entry[2] == (hs.updated, hs.free_ram_mb, hs.vcpus_used,
+                             hs.cpu_allocation_ratio,
+                             hs.ram_allocation_ratio)):
+            prepared = entry[3]
+        else:
+            prepared = _refresh(hs)
+        if len(hs.allocation_candidates) != 1:
+            prepared = _with_candidates(prepared,
+                                        len(hs.allocation_candidates))
+        append(prepared)
+    return result
+
+
+def prepared_host(host_state):
+    """The cached, packed model of one ``HostState``."""
+    return prepared_hosts((host_state,))[0]
 
 
 def request_from_topology(instance_topology, pci_requests=None,

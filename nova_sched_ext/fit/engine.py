@@ -134,7 +134,7 @@ def fits(host, request, pci=None):
 _UNSUPPORTED_PREPARED = prepare(UNSUPPORTED_HOST)
 
 
-def _slots_c(cfit, hosts, shapes, shape_weights, request):
+def _slots_c(cfit, hosts, shapes, shape_weights, request, counts=True):
     ffi, lib = cfit.ffi, cfit.lib
     n_hosts, n_shapes = len(hosts), len(shapes)
     buffer = b''.join([h.packed for h in hosts])
@@ -159,13 +159,13 @@ def _slots_c(cfit, hosts, shapes, shape_weights, request):
                   '(error %d); answering with the pure-Python engine. '
                   'Please report this as a bug.', rc)
         return None
-    total = n_hosts * n_shapes
+    total = n_hosts * n_shapes if counts else 0
     return (ffi.unpack(before, total),
             ffi.unpack(after, total) if request is not None else [],
             ffi.unpack(weights, n_hosts) if request is not None else [])
 
 
-def slot_weights(hosts, shapes, shape_weights, request=None):
+def slot_weights(hosts, shapes, shape_weights, request=None, counts=True):
     """Slots per host and shape, before and after placing ``request``.
 
     :param hosts: a sequence of :class:`PreparedHost`
@@ -173,13 +173,15 @@ def slot_weights(hosts, shapes, shape_weights, request=None):
         (no PCI)
     :param shape_weights: one positive float per shape
     :param request: a Shape being scheduled, or None for counts only
+    :param counts: False to skip returning the slot counts (empty lists),
+        when only the weights are needed
     :returns: ``(before, after, weights)``: flat host-major lists of slot
         counts (``after`` -1 where the request cannot be placed), and one
         NUMASlotWeigher raw weight per host (empty without a request)
     """
     if backend_name() == 'c':
         result = _slots_c(_load_cfit(), hosts, shapes, shape_weights,
-                          request)
+                          request, counts)
         if result is not None:
             return result
     return pyfit.slot_weights([h.model for h in hosts], shapes,

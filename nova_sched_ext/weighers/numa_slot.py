@@ -180,10 +180,10 @@ class NUMASlotWeigher(weights.BaseHostWeigher):
             if not shapes or not hosts:
                 return [0.0] * len(hosts)
             request = adapters.shape_from_spec(spec_obj)
-            prepared = [adapters.prepared_host(h) for h in hosts]
+            prepared = adapters.prepared_hosts(hosts)
             _before, _after, result = engine.slot_weights(
-                prepared, shapes, slot_weights, request)
-            return list(result)
+                prepared, shapes, slot_weights, request, counts=False)
+            return result
         except adapters.Unsupported as exc:
             LOG.debug('NUMASlotWeigher: request outside the fit engine\'s '
                       'subset (%s); all hosts weigh the same.', exc)

@@ -683,11 +683,39 @@ static int64_t host_cap(const struct nse_host *host,
     return cap;
 }
 
+/* The most instances of k distinct cells each: the largest t with
+ * sum(min(units, t)) >= k * t (for k == 1, the sum), by bisection. */
+static int64_t combine_units(const int64_t *units, int n, int k)
+{
+    int64_t total = 0, lo, hi;
+    int c;
+
+    for (c = 0; c < n; c++)
+        total += units[c];
+    if (k == 1)
+        return total;
+    lo = 0;
+    hi = total / k;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2, sum = 0;
+        for (c = 0; c < n; c++)
+            sum += min64(units[c], mid);
+        if (sum >= (int64_t)k * mid)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Slots of one shape.  units[] holds the per-cell counts: the cells in the
+ * `stale` bit mask are (re)computed, the others are taken as given, so the
+ * count after placing a request only revisits the cells it changed. */
 static int64_t count_slots(const struct nse_host *host,
                            const struct nse_host_cell *cells,
-                           const struct nse_shape *shape)
+                           const struct nse_shape *shape, int64_t *units,
+                           uint32_t stale)
 {
-    int64_t units[NSE_MAX_CELLS], total = 0, lo, hi;
     int64_t cap = host_cap(host, shape);
     struct nse_request_cell unit;
     int k = shape->numa.n_cells, c;
@@ -698,25 +726,13 @@ static int64_t count_slots(const struct nse_host *host,
         return cap;
     if (host->n_cells < k)
         return 0;
-    unit = unit_cell(&shape->numa);
-    for (c = 0; c < host->n_cells; c++) {
-        units[c] = cell_units(host, &cells[c], &unit);
-        total += units[c];
-    }
-    /* The most instances of k distinct cells each: the largest t with
-     * sum(min(units, t)) >= k * t, found by bisection. */
-    lo = 0;
-    hi = total / k;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2, sum = 0;
+    if (stale) {
+        unit = unit_cell(&shape->numa);
         for (c = 0; c < host->n_cells; c++)
-            sum += min64(units[c], mid);
-        if (sum >= (int64_t)k * mid)
-            lo = mid;
-        else
-            hi = mid - 1;
+            if (stale & (1u << c))
+                units[c] = cell_units(host, &cells[c], &unit);
     }
-    return min64(lo, cap);
+    return min64(combine_units(units, host->n_cells, k), cap);
 }
 
 /* Take `wanted` threads off the free sibling histogram the way Nova's
@@ -771,7 +787,8 @@ static int place_request(const struct nse_host *host,
                          const struct nse_host_cell *cells,
                          const struct nse_shape *request,
                          struct nse_host *host_after,
-                         struct nse_host_cell *cells_after)
+                         struct nse_host_cell *cells_after,
+                         uint32_t *changed)
 {
     struct search s;
     const struct nse_request *req = &request->numa;
@@ -783,6 +800,7 @@ static int place_request(const struct nse_host *host,
                (size_t)host->n_cells * sizeof(*cells));
     host_after->free_vcpus -= request->vcpus;
     host_after->free_memory_mb -= request->memory_mb;
+    *changed = 0;
     if (req->n_cells == 0)
         return 1;
     if (fit_host(host, cells, req, NULL, &s) != NSE_YES)
@@ -790,6 +808,8 @@ static int place_request(const struct nse_host *host,
     for (pos = 0; pos < req->n_cells; pos++) {
         struct nse_host_cell *cell = &cells_after[s.perm[pos]];
         const struct nse_request_cell *want = &req->cells[pos];
+
+        *changed |= 1u << s.perm[pos];
         int64_t size = s.pagesize[pos];
         int64_t pinned = want->pcpus;
 
@@ -868,6 +888,8 @@ int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
         struct nse_host host, host_after;
         const struct nse_host_cell *cells;
         struct nse_host_cell cells_after[NSE_MAX_CELLS];
+        int64_t units[NSE_MAX_CELLS];
+        uint32_t all = 0, changed = 0;
         int placed = 0;
         double loss = 0;
         int rc = next_host(hosts, hosts_len, &offset, &host, &cells);
@@ -876,14 +898,16 @@ int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
             return rc;
         if (request)
             placed = place_request(&host, cells, request, &host_after,
-                                   cells_after);
+                                   cells_after, &changed);
+        all = host.n_cells > 0 ? (uint32_t)((1ull << host.n_cells) - 1) : 0;
         for (k = 0; k < n_shapes; k++) {
-            int64_t b = count_slots(&host, cells, &shapes[k]);
+            int64_t b = count_slots(&host, cells, &shapes[k], units, all);
             before[(size_t)h * n_shapes + k] = (int32_t)b;
             if (!request)
                 continue;
             if (placed) {
-                int64_t a = count_slots(&host_after, cells_after, &shapes[k]);
+                int64_t a = count_slots(&host_after, cells_after, &shapes[k],
+                                        units, changed);
                 after[(size_t)h * n_shapes + k] = (int32_t)a;
                 if (b > a)
                     loss += shape_weights[k] * (double)(b - a);
