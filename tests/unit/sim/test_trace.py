@@ -1,0 +1,121 @@
+"""The trace reader and the synthetic generator."""
+
+import os
+import tempfile
+
+import testtools
+
+from nova_sched_ext.sim import trace
+
+
+class TestReaders(testtools.TestCase):
+
+    def write(self, text):
+        handle, path = tempfile.mkstemp(suffix='.csv')
+        with os.fdopen(handle, 'w') as f:
+            f.write(text)
+        self.addCleanup(os.unlink, path)
+        return path
+
+    def test_real_trace_header_and_shape(self):
+        data = trace.default_data_dir()
+        if data is None:
+            self.skipTest('../shared/data/huawei-topo-vm is not here')
+        hosts = trace.read_hosts(os.path.join(data, 'hosts.csv'))
+        self.assertEqual(1710, len(hosts))
+        # The README: 118 single-cell hosts list 0/0 for cell 1.
+        self.assertEqual(118, sum(1 for h in hosts if len(h.cells) == 1))
+        self.assertEqual(('host-0', '0', ((16, 32 * 1024), (32, 64 * 1024))),
+                         (hosts[0].name, hosts[0].rack, hosts[0].cells))
+        for name in ('requests_C1.csv', 'requests_C2.csv',
+                     'requests_C3.csv'):
+            requests = trace.read_requests(os.path.join(data, name))
+            self.assertEqual(4998, len(requests))
+            self.assertEqual(list(range(4998)), [r.seq for r in requests])
+            self.assertEqual(set(trace.STRATEGIES),
+                             {r.strategy for r in requests})
+            self.assertTrue(all(r.domain is not None for r in requests
+                                if r.strategy == trace.FAULT_DOMAIN))
+        first = trace.read_requests(os.path.join(data, 'requests_C1.csv'))[0]
+        self.assertEqual((8, 16 * 1024, 1, trace.FAULT_DOMAIN, '0', 1),
+                         (first.flavor.vcpus, first.flavor.memory_mb,
+                          first.flavor.numa_nodes, first.strategy,
+                          first.group, first.domain))
+
+    def test_requests_parsed(self):
+        path = self.write(
+            'seq,flavor_vcpus,flavor_ram,numa,strategy,group,domain\n'
+            '1,32,64,2,anti-affinity,7,\n'
+            '0,2,4,1,,,\n')
+        requests = trace.read_requests(path)
+        self.assertEqual([0, 1], [r.seq for r in requests])
+        self.assertEqual(trace.NONE, requests[0].strategy)
+        self.assertIsNone(requests[0].group_key)
+        self.assertEqual(trace.Flavor(32, 65536, 2), requests[1].flavor)
+        self.assertEqual(('anti-affinity', '7'), requests[1].group_key)
+
+    def test_bad_header_names_the_missing_column(self):
+        path = self.write('seq,flavor_vcpus,flavor_ram,strategy,group\n')
+        exc = self.assertRaises(trace.TraceError, trace.read_requests, path)
+        self.assertIn('numa', str(exc))
+        self.assertIn(path, str(exc))
+
+    def test_bad_values_name_the_line(self):
+        path = self.write(
+            'seq,flavor_vcpus,flavor_ram,numa,strategy,group,domain\n'
+            '0,2,4,3,,,\n')
+        exc = self.assertRaises(trace.TraceError, trace.read_requests, path)
+        self.assertIn('line 2', str(exc))
+        path = self.write(
+            'seq,flavor_vcpus,flavor_ram,numa,strategy,group,domain\n'
+            '0,2,4,1,spread,1,\n')
+        self.assertRaises(trace.TraceError, trace.read_requests, path)
+        path = self.write(
+            'host_id,rack_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,'
+            'numa1_ram_gb\nh,0,x,1,0,0\n')
+        self.assertRaises(trace.TraceError, trace.read_hosts, path)
+
+    def test_single_cell_host(self):
+        path = self.write(
+            'host_id,rack_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,'
+            'numa1_ram_gb\nh1,3,8,16,0,0\n')
+        [host] = trace.read_hosts(path)
+        self.assertEqual(((8, 16384),), host.cells)
+        self.assertEqual('3', host.rack)
+
+    def test_largest_flavors(self):
+        requests = [trace.Request(i, trace.Flavor(v, m, n))
+                    for i, (v, m, n) in enumerate(
+                        [(2, 4096, 1), (64, 131072, 2), (32, 131072, 2),
+                         (32, 65536, 2), (64, 131072, 2)])]
+        self.assertEqual(
+            [trace.Flavor(64, 131072, 2), trace.Flavor(32, 131072, 2)],
+            trace.largest_flavors(requests, 2))
+
+
+class TestSynthetic(testtools.TestCase):
+
+    def test_seeded_and_shaped(self):
+        hosts = trace.synthetic_hosts(10)
+        spec = trace.SyntheticSpec(count=400, seed=3)
+        one = trace.synthetic_requests(spec, hosts)
+        self.assertEqual(one, trace.synthetic_requests(spec, hosts))
+        self.assertNotEqual(one, trace.synthetic_requests(
+            trace.SyntheticSpec(count=400, seed=4), hosts))
+        self.assertEqual(400, len(one))
+        arrivals = [r.arrival for r in one]
+        self.assertEqual(sorted(arrivals), arrivals)
+        self.assertTrue(all(r.lifetime > 0 for r in one))
+        ratios = {r.flavor.memory_mb // 1024 // r.flavor.vcpus for r in one}
+        self.assertEqual({2, 4, 8}, ratios)
+        for r in one:
+            if r.flavor.extra_specs:
+                self.assertEqual(1, r.flavor.numa_nodes)   # DPDK variant
+            elif r.flavor.vcpus >= trace.DUAL_NUMA_FROM:
+                self.assertEqual(2, r.flavor.numa_nodes)
+        self.assertIn(trace.FAULT_DOMAIN, {r.strategy for r in one})
+        # Little's law: the mean lifetime follows from the load.
+        capacity = sum(h.vcpus for h in hosts)
+        mean = sum(r.lifetime for r in one) / len(one)
+        expected = 0.9 * capacity / trace._mean_vcpus(spec)
+        self.assertLess(abs(mean - expected) / expected, 0.25)
