@@ -1,0 +1,48 @@
+"""Helpers for the simulator's tests: tiny clouds whose outcome is known."""
+
+import nova.conf
+from nova import objects
+from oslo_config import fixture as config_fixture
+import testtools
+
+from nova_sched_ext.sim import policies
+from nova_sched_ext.sim import replay
+from nova_sched_ext.sim import trace
+
+CONF = nova.conf.CONF
+GB = 1024
+
+
+def host(name, rack='0', *cells):
+    """``host('h1', '0', (8, 16), (8, 16))``: cells of (vCPUs, GB)."""
+    return trace.TraceHost(name=name, rack=rack,
+                           cells=tuple((c, g * GB) for c, g in cells))
+
+
+def request(seq, vcpus, gb, numa=1, strategy=trace.NONE, group='',
+            domain=None, arrival=None, lifetime=None):
+    return trace.Request(
+        seq=seq, flavor=trace.Flavor(vcpus, gb * GB, numa),
+        strategy=strategy, group=group, domain=domain,
+        arrival=seq if arrival is None else arrival, lifetime=lifetime)
+
+
+class SimTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        objects.register_all()
+        self.conf = self.useFixture(config_fixture.Config(CONF))
+        policies.set_simulator_defaults(CONF)
+
+    def preset(self, name):
+        overrides = policies.Overrides(policies.PRESETS[name].settings())
+        overrides.apply()
+        self.addCleanup(overrides.clear)
+
+    def replay(self, hosts, requests, **kwargs):
+        """Run a replay; returns (result, {seq: host name or None})."""
+        simulator = replay.Simulator(hosts, **kwargs)
+        result = simulator.run(requests)
+        placements = {r.seq: h for r, h in zip(requests, result.placements)}
+        return result, placements, simulator
