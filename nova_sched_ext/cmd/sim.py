@@ -1,0 +1,343 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova-sched-ext-sim: replay a VM request trace through Nova's scheduler.
+
+The filters and weighers are Nova's own classes (and any plugin's), named
+and tuned by ``nova.conf`` options exactly as a deployer names them; the
+hosts are ``HostState`` objects with NUMA topologies, consumed with
+``HostState.consume_from_request``.  See ``doc/source/simulator.rst``.
+
+Examples::
+
+    nova-sched-ext-sim --policy best-fit --limit 500
+    nova-sched-ext-sim --compare --fast \\
+        --requests requests_C1.csv --requests requests_C2.csv
+    nova-sched-ext-sim --config-file nova.conf --json --plot out.png
+    nova-sched-ext-sim --synthetic 3000 --seed 7 \\
+        --set filter_scheduler.host_subset_size=3
+
+Exit status: 0 when the replay ran, 2 when it could not (bad option, bad
+trace file, a filter or weigher that cannot be loaded).
+"""
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+
+DEFAULT_COMPARE = ('nova-default', 'best-fit', 'numa-slot')
+PROGRESS_EVERY = 500
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog='nova-sched-ext-sim',
+        description='Replay a VM request trace through Nova\'s own '
+                    'scheduler filters and weighers.',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog='Options set with --set, --filters, --weighers and the '
+               'shortcuts override both the presets and --config-file.')
+    data = parser.add_argument_group('trace')
+    data.add_argument(
+        '--hosts', metavar='CSV',
+        help='hosts.csv of the trace (default: hosts.csv in '
+             '../shared/data/huawei-topo-vm, looked up from here and from '
+             'the package upwards)')
+    data.add_argument(
+        '--requests', metavar='CSV', action='append',
+        help='a requests_C*.csv file (repeatable: each is replayed on '
+             'fresh hosts; default requests_C1.csv beside the hosts file)')
+    data.add_argument(
+        '--limit', type=int, metavar='N',
+        help='replay only the first N requests of each trace')
+    data.add_argument(
+        '--synthetic', type=int, metavar='N',
+        help='replay N synthetic requests (Poisson arrivals, exponential '
+             'lifetimes) instead of a requests file')
+    data.add_argument(
+        '--synthetic-hosts', type=int, metavar='N',
+        help='use N identical empty hosts (2 cells of 48 vCPUs and 192 GB, '
+             '20 to a rack) instead of a hosts file')
+    data.add_argument('--load', type=float, default=0.9,
+                      help='synthetic: share of the vCPUs in use in the '
+                           'steady state (default 0.9)')
+    data.add_argument('--arrival-rate', type=float, default=1.0,
+                      help='synthetic: arrivals per time unit (default 1)')
+    data.add_argument('--mean-lifetime', type=float,
+                      help='synthetic: mean lifetime (default: from --load)')
+    data.add_argument('--group-share', type=float, default=0.3,
+                      help='synthetic: share of requests in server groups '
+                           '(default 0.3)')
+    data.add_argument('--seed', type=int, default=0,
+                      help='seed of the synthetic trace and of the '
+                           'scheduler\'s random picks (host_subset_size, '
+                           'shuffle_best_same_weighed_hosts)')
+
+    sched = parser.add_argument_group('scheduler configuration')
+    sched.add_argument(
+        '--config-file', action='append', default=[], metavar='FILE',
+        help='a nova.conf to read (repeatable)')
+    sched.add_argument(
+        '--policy', metavar='NAME',
+        help='a weigher preset: %s' % ', '.join(_preset_names()))
+    sched.add_argument(
+        '--compare', nargs='?', const=','.join(DEFAULT_COMPARE),
+        metavar='P1,P2,...',
+        help='replay each trace with several presets and print one table '
+             '(default: %s; presets that cannot load are skipped)'
+             % ','.join(DEFAULT_COMPARE))
+    sched.add_argument(
+        '--set', action='append', default=[], metavar='GROUP.OPTION=VALUE',
+        help='override a nova.conf option, e.g. '
+             'filter_scheduler.ram_weight_multiplier=-1.0 (repeatable)')
+    sched.add_argument(
+        '--filters', metavar='A,B,...',
+        help='[filter_scheduler] enabled_filters')
+    sched.add_argument(
+        '--weighers', metavar='A,B,...',
+        help='[filter_scheduler] weight_classes')
+    sched.add_argument('--host-subset-size', type=int,
+                       help='[filter_scheduler] host_subset_size')
+    sched.add_argument('--ram-weight-multiplier', type=float,
+                       help='[filter_scheduler] ram_weight_multiplier')
+    sched.add_argument('--cpu-weight-multiplier', type=float,
+                       help='[filter_scheduler] cpu_weight_multiplier')
+    sched.add_argument(
+        '--fast', action='store_true',
+        help='skip what cannot change a decision in the simulated cloud: '
+             'filters that pass every host, weighers that weigh every host '
+             'the same, and NUMATopologyFilter in favour of NUMAFitFilter '
+             '(Nova still fits the chosen host); see the doc')
+
+    out = parser.add_argument_group('output')
+    out.add_argument('--json', action='store_true',
+                     help='print the results as JSON instead of tables')
+    out.add_argument('--plot', metavar='FILE.png',
+                     help='plot placed/rejected and large-flavor slots left '
+                          '(one file per trace; the trace name is added '
+                          'when there are several)')
+    out.add_argument('--slot-flavors', type=int, default=3, metavar='N',
+                     help='count slots of the N largest flavors of the '
+                          'trace (default 3)')
+    out.add_argument('--sample-every', type=int, metavar='N',
+                     help='count slots every N requests (default: 250 with '
+                          '--plot, else only at the end)')
+    out.add_argument('--progress', action='store_true',
+                     help='report progress on stderr every %d requests'
+                          % PROGRESS_EVERY)
+    out.add_argument('--debug', action='store_true',
+                     help='log Nova\'s scheduler at debug level (verbose)')
+    args = parser.parse_args(argv)
+    if args.policy and args.compare:
+        parser.error('--policy and --compare exclude each other')
+    if args.limit is not None and args.limit < 1:
+        parser.error('--limit must be at least 1')
+    return args
+
+
+def _preset_names():
+    # The presets module imports Nova; the names are stable, list them here.
+    return ('nova-default', 'best-fit', 'numa-slot')
+
+
+def _user_settings(args, policies):
+    values = {}
+    for text in args.set:
+        key, value = policies.parse_setting(text)
+        values[key] = value
+    if args.filters is not None:
+        values['filter_scheduler.enabled_filters'] = args.filters
+    if args.weighers is not None:
+        values['filter_scheduler.weight_classes'] = args.weighers
+    if args.host_subset_size is not None:
+        values['filter_scheduler.host_subset_size'] = args.host_subset_size
+    if args.ram_weight_multiplier is not None:
+        values['filter_scheduler.ram_weight_multiplier'] = \
+            args.ram_weight_multiplier
+    if args.cpu_weight_multiplier is not None:
+        values['filter_scheduler.cpu_weight_multiplier'] = \
+            args.cpu_weight_multiplier
+    return values
+
+
+def _traces(args, trace):
+    """``[(label, hosts, requests, largest flavors, all flavors)]``."""
+    data_dir = trace.default_data_dir()
+    if args.synthetic_hosts:
+        hosts = trace.synthetic_hosts(args.synthetic_hosts, seed=args.seed)
+    else:
+        path = args.hosts or (data_dir and os.path.join(data_dir,
+                                                        'hosts.csv'))
+        if not path:
+            raise trace.TraceError(
+                'no --hosts given and no ../shared/data/huawei-topo-vm/'
+                'hosts.csv found; pass --hosts or --synthetic-hosts')
+        hosts = trace.read_hosts(path)
+    runs = []
+    if args.synthetic:
+        spec = trace.SyntheticSpec(
+            count=args.synthetic, seed=args.seed,
+            arrival_rate=args.arrival_rate, load=args.load,
+            mean_lifetime=args.mean_lifetime, group_share=args.group_share,
+            max_vcpus=max(h.vcpus for h in hosts),
+            max_memory_mb=max(h.memory_mb for h in hosts))
+        requests = trace.synthetic_requests(spec, hosts)
+        runs.append(('synthetic-seed%d' % args.seed, requests))
+    else:
+        paths = args.requests
+        if not paths:
+            base = os.path.dirname(args.hosts) if args.hosts else data_dir
+            paths = [os.path.join(base or '.', 'requests_C1.csv')]
+        for path in paths:
+            runs.append((os.path.splitext(os.path.basename(path))[0],
+                         trace.read_requests(path)))
+    result = []
+    for label, requests in runs:
+        # Taken from the whole trace, so that --limit changes nothing but
+        # the number of requests replayed.
+        flavors = trace.largest_flavors(requests, args.slot_flavors)
+        every_flavor = trace.largest_flavors(requests, len(requests))
+        if args.limit:
+            requests = requests[:args.limit]
+        result.append((label, hosts, requests, flavors, every_flavor))
+    return result
+
+
+def _progress(stream):
+    def report(simulator, done):
+        if done % PROGRESS_EVERY == 0:
+            r = simulator.result
+            stream.write('  %s: %d requests, %d placed, %d rejected, '
+                         '%.1f ms/request\n' % (
+                             r.policy, done, r.placed, r.rejected,
+                             r.mean_decision_ms))
+            stream.flush()
+    return report
+
+
+def _plot_path(path, label, several):
+    if not several:
+        return path
+    stem, ext = os.path.splitext(path)
+    return '%s-%s%s' % (stem, label, ext or '.png')
+
+
+def run(args, stdout=sys.stdout, stderr=sys.stderr):
+    import nova.conf
+    from nova_sched_ext.sim import policies
+    from nova_sched_ext.sim import replay
+    from nova_sched_ext.sim import report
+    from nova_sched_ext.sim import trace
+
+    conf = nova.conf.CONF
+    config_args = []
+    for path in args.config_file:
+        if not os.path.isfile(path):
+            raise policies.PolicyError('config file %s not found' % path)
+        config_args += ['--config-file', path]
+    conf(config_args, project='nova', default_config_files=[])
+    policies.set_simulator_defaults(conf)
+
+    if args.compare:
+        names = [n.strip() for n in args.compare.split(',') if n.strip()]
+        explicit = args.compare != ','.join(DEFAULT_COMPARE)
+    else:
+        names = [args.policy] if args.policy else [None]
+        explicit = True
+    presets = []
+    for name in names:
+        if name is None:
+            presets.append(('configured', {}))
+            continue
+        preset = policies.PRESETS.get(name)
+        if preset is None:
+            raise policies.PolicyError(
+                'unknown policy %s; known: %s'
+                % (name, ', '.join(policies.PRESETS)))
+        try:
+            presets.append((name, preset.settings(conf)))
+        except policies.PolicyError as exc:
+            if explicit:
+                raise
+            stderr.write('skipping policy %s: %s\n' % (name, exc))
+    user = _user_settings(args, policies)
+    sample_every = args.sample_every
+    if sample_every is None:
+        sample_every = 250 if args.plot else 0
+
+    outputs = {}
+    traces = _traces(args, trace)
+    for label, hosts, requests, flavors, every_flavor in traces:
+        results = []
+        for name, settings in presets:
+            if args.progress:
+                stderr.write('%s, policy %s: %d requests on %d hosts\n'
+                             % (label, name, len(requests), len(hosts)))
+            with policies.Overrides(settings, conf), \
+                    policies.Overrides(user, conf):
+                simulator = replay.Simulator(
+                    hosts, policy=name, seed=args.seed,
+                    slot_flavors=flavors, sample_every=sample_every,
+                    progress=_progress(stderr) if args.progress else None,
+                    fast=args.fast, flavors=every_flavor)
+                results.append(simulator.run(requests))
+        outputs[label] = results
+        if args.plot:
+            report.plot(results, _plot_path(args.plot, label,
+                                            len(traces) > 1),
+                        title='%s, %d requests, %d hosts' % (
+                            label, len(requests), len(hosts)))
+        if not args.json:
+            if len(results) == 1:
+                stdout.write('%s\n%s\n\n' % (label,
+                                             report.summary_table(results[0])))
+            else:
+                stdout.write(report.compare_table(
+                    results, title='%s: %d requests on %d hosts%s' % (
+                        label, len(requests), len(hosts),
+                        ', --fast' if args.fast else '')) + '\n\n')
+    if args.json:
+        if len(outputs) == 1:
+            stdout.write(report.to_json(next(iter(outputs.values()))) + '\n')
+        else:
+            import json
+            stdout.write(json.dumps(
+                {label: [r.summary() for r in results]
+                 for label, results in outputs.items()},
+                indent=2, sort_keys=True) + '\n')
+    return outputs
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # Nova's imports warn about eventlet and deprecated options; a
+    # simulator's user can do nothing about either.
+    warnings.simplefilter('ignore')
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format='%(levelname)s %(name)s: %(message)s')
+    from nova_sched_ext.sim import policies
+    from nova_sched_ext.sim import replay
+    from nova_sched_ext.sim import trace
+    try:
+        run(args)
+    except (policies.PolicyError, replay.SimulationError,
+            trace.TraceError) as exc:
+        sys.stderr.write('nova-sched-ext-sim: %s\n' % exc)
+        return 2
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""nova-sched-ext-sim end to end on a tiny trace: tables, JSON, plot."""
+
+import io
+import json
+import os
+import tempfile
+
+from nova_sched_ext.cmd import sim
+from tests.unit.sim import base
+
+HOSTS = ('host_id,rack_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,numa1_ram_gb\n'
+         'host-0,0,16,32,16,32\n'
+         'host-1,0,8,16,0,0\n'
+         'host-2,1,12,48,12,48\n')
+REQUESTS = ('seq,flavor_vcpus,flavor_ram,numa,strategy,group,domain\n'
+            '0,8,16,1,fault_domain,0,1\n'
+            '1,8,16,1,fault_domain,0,0\n'
+            '2,2,4,1,affinity,0,\n'
+            '3,2,4,1,affinity,0,\n'
+            '4,4,8,1,anti-affinity,0,\n'
+            '5,4,8,1,anti-affinity,0,\n'
+            '6,24,48,2,,,\n'
+            '7,32,64,1,,,\n')
+
+
+class TestCommand(base.SimTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(lambda: [os.unlink(os.path.join(self.dir, n))
+                                 for n in os.listdir(self.dir)] and None)
+        self.hosts = self.path('hosts.csv', HOSTS)
+        self.requests = self.path('requests_T.csv', REQUESTS)
+
+    def path(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def run_cli(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        args = sim.parse_args(['--hosts', self.hosts,
+                               '--requests', self.requests] + list(argv))
+        outputs = sim.run(args, stdout=out, stderr=err)
+        return out.getvalue(), err.getvalue(), outputs
+
+    def test_json_has_the_keys(self):
+        out, _err, _ = self.run_cli('--json', '--policy', 'nova-default')
+        summary = json.loads(out)
+        for key in ('placed', 'rejected', 'placed_vcpus', 'rejected_by',
+                    'large_slots_left', 'mean_decision_ms'):
+            self.assertIn(key, summary)
+        self.assertEqual({'none', 'affinity', 'anti-affinity',
+                          'fault_domain'}, set(summary['rejected_by']))
+        self.assertEqual(8, summary['placed'] + summary['rejected'])
+        # 32 vCPUs in one NUMA node: no cell has them; 12+12 vCPUs: the
+        # earlier members left no host with 12 free in both cells
+        self.assertEqual(2, summary['rejected_by']['none'])
+        self.assertEqual(0, summary['rejected_by']['fault_domain'])
+        self.assertEqual({'32c64g-1n', '24c48g-2n', '8c16g-1n'},
+                         set(summary['large_slots_left']))
+        self.assertEqual('nova-default', summary['policy'])
+
+    def test_table_and_limit(self):
+        out, _err, outputs = self.run_cli('--limit', '3', '--fast')
+        self.assertIn('placed vCPUs', out)
+        self.assertIn('--fast pipeline', out)
+        [results] = outputs.values()
+        self.assertEqual(3, results[0].requests)
+        # --limit keeps the reference flavors of the whole trace
+        self.assertIn('32c64g-1n', results[0].large_slots_left)
+
+    def test_compare_and_plot(self):
+        png = os.path.join(self.dir, 'out.png')
+        out, err, outputs = self.run_cli(
+            '--compare', 'nova-default,best-fit', '--plot', png,
+            '--sample-every', '2')
+        self.assertIn('nova-default', out)
+        self.assertIn('best-fit', out)
+        self.assertIn('slots left', out)
+        with open(png, 'rb') as f:
+            self.assertEqual(b'\x89PNG', f.read(4))
+        [results] = outputs.values()
+        self.assertEqual([2, 4, 6, 8],
+                         [s['request'] for s in results[0].samples])
+
+    def test_set_overrides_an_option(self):
+        _out, _err, outputs = self.run_cli(
+            '--set', 'filter_scheduler.ram_weight_multiplier=-3.5',
+            '--host-subset-size', '2')
+        [[result]] = outputs.values()
+        self.assertEqual(-3.5, result.settings['ram_weight_multiplier'])
+        self.assertEqual(2, result.settings['host_subset_size'])
+
+    def test_errors_exit_2(self):
+        bad = self.path('bad.csv', 'seq,flavor_vcpus\n0,1\n')
+        self.assertEqual(2, sim.main(['--hosts', self.hosts,
+                                      '--requests', bad]))
+        self.assertEqual(2, sim.main(['--hosts', self.hosts,
+                                      '--requests', self.requests,
+                                      '--policy', 'no-such-policy']))
+        self.assertEqual(2, sim.main(['--hosts', self.hosts,
+                                      '--requests', self.requests,
+                                      '--set', 'no_such_group.x=1']))
+
+    def test_synthetic(self):
+        out, _err, outputs = self.run_cli('--synthetic', '60', '--seed', '2',
+                                          '--synthetic-hosts', '4', '--json')
+        summary = json.loads(out)
+        self.assertEqual(60, summary['requests'])
+        self.assertGreater(summary['departed'], 0)
