@@ -90,7 +90,64 @@ numa_slot_weigher_opts = [
              'positive numbers.'),
 ]
 
-ALL_OPTS = fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts
+deployment_set_opts = [
+    cfg.IntOpt(
+        'deployment_set_max_size',
+        default=20, min=1,
+        help='Largest number of members a deployment set may have. A '
+             'deployment set is a Nova server group (policy anti-affinity) '
+             'whose members are booted with the deployment_set_strategy '
+             'scheduler hint; DeploymentSetFilter rejects, with '
+             'NoValidHost, the request that would make it bigger. The hint '
+             'deployment_set_max_size can lower the cap of one set, never '
+             'raise it above this value. Every member that is not deleted '
+             'counts, members in ERROR included, as for Nova\'s quota; '
+             'Nova\'s own limit, [quota] server_group_members (default '
+             '10), must allow at least as many members.'),
+    cfg.IntOpt(
+        'deployment_set_max_partitions',
+        default=7, min=1,
+        help='Number of partitions of a deployment set with strategy '
+             'partition: the hint deployment_set_partition takes a value '
+             'from 0 to this number minus one.'),
+    cfg.StrOpt(
+        'deployment_set_domain_key',
+        default='failure_domain',
+        help='Host aggregate metadata key naming the failure domain (rack, '
+             'power zone, ...) of the hosts in the aggregate. '
+             'DeploymentSetFilter puts at most one member of a set with '
+             'strategy domain in one failure domain, and never members of '
+             'different partitions in one. A host in no aggregate with '
+             'this key is a failure domain of its own; a host in several '
+             'with different values belongs to all of them.'),
+    cfg.StrOpt(
+        'deployment_set_lock_url',
+        secret=True,
+        help='tooz coordination backend URL for the per-set lock that the '
+             'nova-sched-ext-scheduler service holds while it places '
+             'members of a deployment set, e.g. redis://host:6379, '
+             'memcached://host:11211 or etcd3+http://host:2379. Several '
+             'scheduler processes on several hosts must share one such '
+             'backend. Unset means a file lock under '
+             'deployment_set_lock_dir, which only serialises the '
+             'schedulers of one host.'),
+    cfg.StrOpt(
+        'deployment_set_lock_dir',
+        default='$state_path/nova_sched_ext/deployment_set_locks',
+        help='Directory of the file locks used when deployment_set_lock_url '
+             'is unset. All scheduler processes of the host must see the '
+             'same directory.'),
+    cfg.IntOpt(
+        'deployment_set_lock_timeout',
+        default=60, min=1,
+        help='Seconds a scheduling request waits for the lock of its '
+             'deployment set; when they pass, or when the lock backend '
+             'cannot be reached, the request fails with NoValidHost rather '
+             'than risk two members in one failure domain.'),
+]
+
+ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
+            deployment_set_opts)
 
 
 def register_opts(conf):
