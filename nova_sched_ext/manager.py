@@ -1,0 +1,125 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The scheduler manager of nova-sched-ext.
+
+Nova has had no pluggable scheduler driver since Wallaby; what a filter
+cannot do (hold a lock across the placement claims, retry after freeing
+room) has to happen around ``SchedulerManager.select_destinations``.  This
+subclass runs every scheduling request through a chain of *request
+wrappers*, outermost first::
+
+    wrapper(call_next, context, spec_obj, instance_uuids) -> selections
+
+A wrapper does its work and calls ``call_next`` with the same arguments to
+go on (the innermost ``call_next`` is Nova's own ``select_destinations``);
+it may raise ``NoValidHost`` instead, and sees the ``NoValidHost`` of the
+calls it wraps as such.  Wrappers are built once per manager
+from :attr:`SchedulerManager.REQUEST_WRAPPERS`, each called with the
+manager; a subclass extends that tuple to add its own.
+
+The wrappers shipped:
+
+- :class:`nova_sched_ext.deployment_set.lock.DeploymentSetLock`: the
+  per-set lock that makes DeploymentSetFilter safe under concurrent
+  requests.
+
+The manager is started by ``nova-sched-ext-scheduler``
+(:mod:`nova_sched_ext.cmd.scheduler`), which is ``nova-scheduler`` with
+this manager: same configuration files, binary name, RPC topic and
+workers.
+"""
+
+from nova import exception
+from nova import objects
+from nova.scheduler import manager as nova_manager
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from nova_sched_ext.deployment_set import lock as ds_lock
+
+LOG = logging.getLogger(__name__)
+
+CLASS_PATH = 'nova_sched_ext.manager.SchedulerManager'
+
+# Nova's marker for "no RequestSpec passed" (older conductors).
+_SENTINEL = nova_manager.SchedulerManager._sentinel
+
+
+class SchedulerManager(nova_manager.SchedulerManager):
+    """Nova's scheduler manager with request wrappers around scheduling."""
+
+    #: factories of the request wrappers, outermost first; each is called
+    #: with the manager
+    REQUEST_WRAPPERS = (ds_lock.DeploymentSetLock,)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.request_wrappers = [factory(self)
+                                 for factory in self.REQUEST_WRAPPERS]
+        LOG.info('nova-sched-ext scheduler manager with request wrappers: '
+                 '%s', ', '.join(type(w).__name__
+                                 for w in self.request_wrappers) or 'none')
+
+    @messaging.expected_exceptions(exception.NoValidHost)
+    def select_destinations(
+        self, context, request_spec=None,
+        filter_properties=None, spec_obj=_SENTINEL,
+        instance_uuids=None, return_objects=False, return_alternates=False,
+    ):
+        if spec_obj is _SENTINEL:
+            # What Nova does first, done here so every wrapper gets a
+            # RequestSpec.
+            spec_obj = objects.RequestSpec.from_primitives(
+                context, request_spec, filter_properties)
+        parent = super()
+
+        def schedule(context, spec_obj, instance_uuids):
+            try:
+                return parent.select_destinations(
+                    context, spec_obj=spec_obj, instance_uuids=instance_uuids,
+                    return_objects=return_objects,
+                    return_alternates=return_alternates)
+            except messaging.ExpectedException as exc:
+                # Nova's method wraps NoValidHost for the RPC server; the
+                # wrappers get the real exception (this method wraps it
+                # again on the way out).
+                raise exc.exc_info[1]
+
+        call = schedule
+        for wrapper in reversed(self.request_wrappers):
+            call = _chain(wrapper, call)
+        return call(context, spec_obj, instance_uuids)
+
+    def graceful_shutdown(self, timeout):
+        super().graceful_shutdown(timeout)
+        self._stop_wrappers()
+
+    def cleanup_host(self):
+        super().cleanup_host()
+        self._stop_wrappers()
+
+    def _stop_wrappers(self):
+        for wrapper in self.request_wrappers:
+            stop = getattr(wrapper, 'stop', None)
+            if stop is not None:
+                try:
+                    stop()
+                except Exception:
+                    LOG.exception('Request wrapper %s failed to stop.',
+                                  type(wrapper).__name__)
+
+
+def _chain(wrapper, call_next):
+    def call(context, spec_obj, instance_uuids):
+        return wrapper(call_next, context, spec_obj, instance_uuids)
+    return call
