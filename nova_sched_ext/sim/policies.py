@@ -24,7 +24,8 @@ exactly what a deployer would write in ``nova.conf``:
   default), ``best-fit`` (the same with negative RAM and CPU multipliers:
   stacking) and ``numa-slot`` (Nova's weighers plus NUMASlotWeigher; the
   weigher module may publish the other multipliers it recommends as
-  ``RECOMMENDED_SETTINGS``, a ``{'group.option': value}`` mapping).
+  ``RECOMMENDED_SETTINGS``, a ``{'group.option': value}`` mapping; until it
+  does, the RAM and CPU multipliers are 0.0).
 """
 
 import dataclasses
@@ -104,10 +105,10 @@ class Policy:
                         self.name, self.requires, exc))
         values = multiplier_defaults(conf)
         values['filter_scheduler.weight_classes'] = list(self.weight_classes)
+        values.update(dict(self.multipliers))
         if self.recommended_from:
             module = importlib.import_module(self.recommended_from)
             values.update(getattr(module, 'RECOMMENDED_SETTINGS', {}) or {})
-        values.update(dict(self.multipliers))
         return values
 
 
@@ -121,10 +122,14 @@ PRESETS = {p.name: p for p in (
            (NOVA_WEIGHERS,),
            (('filter_scheduler.ram_weight_multiplier', -1.0),
             ('filter_scheduler.cpu_weight_multiplier', -1.0))),
+    # Until the weigher module publishes RECOMMENDED_SETTINGS, RAM and CPU
+    # spreading, which works against slot protection, is switched off.
     Policy('numa-slot',
            "Nova's weighers plus NUMASlotWeigher, others as the weigher "
-           'module recommends.',
+           'module recommends (default: RAM and CPU weighers at 0.0).',
            (NOVA_WEIGHERS, NUMA_SLOT_WEIGHER),
+           (('filter_scheduler.ram_weight_multiplier', 0.0),
+            ('filter_scheduler.cpu_weight_multiplier', 0.0)),
            requires=NUMA_SLOT_WEIGHER,
            recommended_from='nova_sched_ext.weighers.numa_slot'),
 )}

@@ -82,6 +82,12 @@ GROUP_POLICY_FILTERS = {
     'ServerGroupAffinityFilter': 'affinity',
     'ServerGroupAntiAffinityFilter': 'anti-affinity',
 }
+# ... weighers that count for nothing when their multiplier is 0.0 ...
+ZERO_MULTIPLIER_WEIGHERS = {
+    'CPUWeigher': 'cpu_weight_multiplier',
+    'NumInstancesWeigher': 'num_instances_weight_multiplier',
+    'RAMWeigher': 'ram_weight_multiplier',
+}
 # ... and weighers whose raw weight is the same on every simulated host.
 # Nova normalizes each weigher's weights to 0 when they are all equal, so
 # they add exactly 0.0 to every host and cannot change an order.
@@ -313,8 +319,12 @@ class Simulator(object):
     @staticmethod
     def _constant_weigher(cls):
         name = cls.__name__
-        if name == 'NumInstancesWeigher':
-            return CONF.filter_scheduler.num_instances_weight_multiplier == 0
+        if name in ZERO_MULTIPLIER_WEIGHERS and \
+                cls.__module__.startswith('nova.scheduler.weights'):
+            # multiplier * weight == 0.0 on every host (the simulated
+            # aggregates carry no per-aggregate multipliers)
+            option = ZERO_MULTIPLIER_WEIGHERS[name]
+            return getattr(CONF.filter_scheduler, option) == 0
         if name == 'MetricsWeigher':
             return not CONF.metrics.weight_setting
         return name in CONSTANT_WEIGHERS and cls.__module__.startswith(
