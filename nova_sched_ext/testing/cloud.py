@@ -26,8 +26,11 @@ writes in ``nova.conf``::
     available_filters = nova_sched_ext.filters.all_filters
     enabled_filters = ...,NUMAFitFilter,NUMATopologyFilter
 
-so a test proves the entry points and class paths work, not only the
-classes.
+and weighers through ``[filter_scheduler] weight_classes`` and the
+``[nova_sched_ext]`` options, so a test proves the entry points and class
+paths work, not only the classes.  :meth:`NUMACloudTestBase.run_setups`
+boots the same servers under several such configurations in turn, as an
+operator would by editing ``nova.conf`` and restarting nova-scheduler.
 """
 
 import dataclasses
@@ -46,15 +49,19 @@ from nova import objects
 from nova.tests.functional.api import client as api_client
 from nova.tests.functional.libvirt import base as libvirt_base
 
+# Registers the [nova_sched_ext] options, so scenario flags can set them
+# before anything else imports the plugins.
+from nova_sched_ext import conf as ext_conf  # noqa: F401
 from nova_sched_ext.testing import fake_hosts
 from nova_sched_ext.testing import filter_trace
+from nova_sched_ext.testing import scenarios
 
 CONF = nova_conf.CONF
 NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
 PACKAGE_FILTERS = 'nova_sched_ext.filters.all_filters'
 NUMA_FIT_FILTER = 'NUMAFitFilter'
 NUMA_TOPOLOGY_FILTER = 'NUMATopologyFilter'
-TIE_BREAKER = 'nova_sched_ext.testing.weighers.HostNameTieBreaker'
+TIE_BREAKER = scenarios.TIE_BREAKER
 
 #: Nova's default filters plus the NUMA and PCI ones an operator running
 #: NUMA flavors enables; NUMAFitFilter goes right before NUMATopologyFilter
@@ -178,6 +185,28 @@ def compare_runs(reference, candidate):
     return problems
 
 
+@dataclasses.dataclass
+class SetupRun:
+    """One run of a boot sequence under one scheduler configuration."""
+
+    setup: scenarios.Setup
+    #: per boot, the ``BootResult`` list
+    results: list
+    #: ``[filter_scheduler]`` options as nova-scheduler read them
+    available_filters: list
+    weight_classes: list
+    #: class names of what the running nova-scheduler loaded
+    enabled_filters: list
+    weighers: list
+    #: after the last boot: free pinned CPUs per host, one count per cell
+    free_pinned: dict
+
+    def hosts_of(self, flavor_name):
+        """The hosts servers of a flavor landed on, in boot order."""
+        return [r.host for results in self.results for r in results
+                if r.flavor == flavor_name]
+
+
 class NUMACloudTestBase(libvirt_base.ServersTestBase):
     """Nova with NUMA-aware scheduling over fake hosts of several layouts.
 
@@ -198,7 +227,7 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
     #: put NUMAFitFilter in enabled_filters
     NUMA_FIT = True
     #: Nova's weighers plus a name tie-breaker, so runs are reproducible
-    WEIGHT_CLASSES = ('nova.scheduler.weights.all_weighers', TIE_BREAKER)
+    WEIGHT_CLASSES = scenarios.STOCK_WEIGHT_CLASSES
     #: seconds to wait for a server to leave BUILD
     BOOT_TIMEOUT = 60
 
@@ -227,11 +256,14 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
 
     # --- configuration -----------------------------------------------------
 
-    def _configure_scheduler(self, numa_fit):
+    def _configure_scheduler(self, numa_fit, weight_classes=None):
+        if weight_classes is None:
+            weight_classes = self.WEIGHT_CLASSES
         self.numa_fit_enabled = numa_fit
+        self.weight_classes = tuple(weight_classes)
         self.flags(available_filters=[NOVA_FILTERS, PACKAGE_FILTERS],
                    enabled_filters=enabled_filters(numa_fit),
-                   weight_classes=list(self.WEIGHT_CLASSES),
+                   weight_classes=list(weight_classes),
                    host_subset_size=1,
                    shuffle_best_same_weighed_hosts=False,
                    group='filter_scheduler')
@@ -241,16 +273,51 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
         # configured; the filter list here is complete already.
         return self.start_service('scheduler')
 
-    def reconfigure_scheduler(self, numa_fit):
-        """Switch NUMAFitFilter on or off and restart nova-scheduler.
+    def reconfigure_scheduler(self, numa_fit=None, weight_classes=None):
+        """Change filters or weighers and restart nova-scheduler.
+
+        :param numa_fit: NUMAFitFilter on or off (None: unchanged).
+        :param weight_classes: ``[filter_scheduler] weight_classes`` (None:
+            unchanged).
 
         The new scheduler reads the options afresh, as after an operator's
-        restart: filter objects and host manager are new.
+        restart: filter and weigher objects and host manager are new.
         """
+        if numa_fit is None:
+            numa_fit = self.numa_fit_enabled
+        if weight_classes is None:
+            weight_classes = self.weight_classes
         self.scheduler.stop()
-        self._configure_scheduler(numa_fit)
+        self._configure_scheduler(numa_fit, weight_classes)
         self.scheduler = self._setup_scheduler_service()
         self.addCleanup(self.scheduler.stop)
+
+    def use_setup(self, setup):
+        """Run nova-scheduler as ``setup`` (a ``scenarios.Setup``) says.
+
+        Restarts it only if the configuration changes.
+        """
+        if (setup.numa_fit, tuple(setup.weight_classes)) != (
+                self.numa_fit_enabled, self.weight_classes):
+            self.reconfigure_scheduler(setup.numa_fit, setup.weight_classes)
+
+    def loaded_filters(self):
+        """Class names of the filters the running nova-scheduler uses."""
+        return [type(f).__name__
+                for f in self.scheduler.manager.host_manager.enabled_filters]
+
+    def loaded_weighers(self):
+        """Class names of the weighers the running nova-scheduler uses."""
+        return [type(w).__name__
+                for w in self.scheduler.manager.host_manager.weighers]
+
+    def loaded_weigher(self, name):
+        """The running nova-scheduler's weigher object of class ``name``."""
+        for weigher in self.scheduler.manager.host_manager.weighers:
+            if type(weigher).__name__ == name:
+                return weigher
+        self.fail('nova-scheduler runs no %s (weighers: %s)'
+                  % (name, ', '.join(self.loaded_weighers())))
 
     # --- hosts -------------------------------------------------------------
 
@@ -269,6 +336,22 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
             if used:
                 usage[host] = used
         return usage
+
+    def free_pinned_cpus(self):
+        """Free pinned (dedicated) CPUs per host, one count per NUMA cell.
+
+        Measured from the compute nodes' NUMA topologies, as the resource
+        tracker recorded them.
+        """
+        usage = self.host_numa_usage()
+        free = {}
+        for layout in self.HOSTS:
+            free[layout.name] = tuple(
+                total - len(usage.get((layout.name, cell), {})
+                            .get('pinned', ()))
+                for cell, total in enumerate(
+                    layout.dedicated_cpus_per_cell()))
+        return free
 
     def host_numa_usage(self):
         """Pinned CPUs, used memory and pages per host cell (non-zero)."""
@@ -413,27 +496,57 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
     def run_both_ways(self, boots):
         """Boot ``boots`` with Nova's filters alone, then with NUMAFitFilter.
 
-        The first run's servers are deleted and every host is checked idle
-        before nova-scheduler is restarted with the filter enabled, so both
-        runs start from the same state.
+        See :meth:`run_setups`; the weighers stay as they are.
 
         :returns: ``(results without, results with)``; the servers of the
             second run are left in place.
         """
-        if self.numa_fit_enabled:
-            self.reconfigure_scheduler(numa_fit=False)
-        reference, servers = self.run_boots(boots)
-        self.delete_servers(servers)
-        self.assert_hosts_idle()
-        self.reconfigure_scheduler(numa_fit=True)
-        results, servers = self.run_boots(boots)
-        return reference, results
+        setups = [dataclasses.replace(setup,
+                                      weight_classes=self.weight_classes)
+                  for setup in (scenarios.NOVA_FILTERS_ALONE,
+                                scenarios.WITH_NUMA_FIT)]
+        reference, results = self.run_setups(boots, setups)
+        return reference.results, results.results
+
+    def run_setups(self, boots, setups):
+        """Boot the same servers once per setup (``scenarios.Setup``).
+
+        Before each run nova-scheduler is restarted with the setup's
+        filters and weighers, if they change.  Each run's servers are
+        deleted and every host is checked idle before the next run, so all
+        runs start from the same state; the last run's servers are left in
+        place.
+
+        :returns: a :class:`SetupRun` per setup.
+        """
+        runs = []
+        for index, setup in enumerate(setups):
+            self.use_setup(setup)
+            results, servers = self.run_boots(boots)
+            options = CONF.filter_scheduler
+            runs.append(SetupRun(
+                setup=setup, results=results,
+                available_filters=list(options.available_filters),
+                weight_classes=list(options.weight_classes),
+                enabled_filters=self.loaded_filters(),
+                weighers=self.loaded_weighers(),
+                free_pinned=self.free_pinned_cpus()))
+            if index < len(setups) - 1:
+                self.delete_servers(servers)
+                self.assert_hosts_idle()
+        return runs
 
     def run_boots(self, boots):
         """Boot ``boots`` (``scenarios.Boot``) in order.
 
+        Every flavor is created first, as a deployer creates flavors before
+        users boot them: a weigher that protects flavors by name finds them
+        on its first request.
+
         :returns: ``([[BootResult] per boot], [server dict])``
         """
+        for boot in boots:
+            self.flavor_id(boot.flavor)
         results, servers = [], []
         for boot in boots:
             boot_results, boot_servers = self.boot(

@@ -38,10 +38,12 @@ class ScenarioRun:
     """What happened when a scenario ran."""
 
     scenario: object
-    #: per boot, the ``BootResult`` list with NUMAFitFilter enabled
+    #: per boot, the ``BootResult`` list under the scenario's setup
     results: list = None
-    #: the same with Nova's filters alone (None if not compared)
+    #: the same under its reference setup (None if not compared)
     reference: list = None
+    #: a ``cloud.SetupRun`` per setup, in the order they ran
+    runs: list = None
     available_filters: list = None
     enabled_filters: list = None
     weight_classes: list = None
@@ -59,8 +61,15 @@ class ScenarioRun:
         problems = []
         for boot, results in zip(self.scenario.boots, self.results):
             problems.extend(boot.check(results))
-        if self.reference is not None:
+        if self.reference is None:
+            return problems
+        if self.scenario.same_as_reference:
             problems.extend(cloud.compare_runs(self.reference, self.results))
+            return problems
+        label = self.scenario.reference.label
+        for boot, results in zip(self.scenario.boots, self.reference):
+            problems.extend('%s: %s' % (label, problem)
+                            for problem in boot.check(results, True))
         return problems
 
     @property
@@ -75,11 +84,13 @@ class ScenarioCase(cloud.NUMACloudTestBase):
         super().__init__('test_scenario')
         self.HOSTS = scenario.hosts
         self.EXTRA_FLAGS = scenario.flags
-        # The reference run (Nova alone) comes first when comparing.
-        self.NUMA_FIT = not compare
+        # Start as the first run needs, so nova-scheduler starts only once
+        # per setup.
+        self._setups = scenario.setups(compare)
+        self.NUMA_FIT = self._setups[0].numa_fit
+        self.WEIGHT_CLASSES = self._setups[0].weight_classes
         self._scenario = scenario
         self._run = run
-        self._compare = compare
         self._log_level = log_level
 
     def setUp(self):
@@ -100,20 +111,16 @@ class ScenarioCase(cloud.NUMACloudTestBase):
         handler.detach()
 
     def test_scenario(self):
-        boots = self._scenario.boots
-        if self._compare:
-            reference, results = self.run_both_ways(boots)
-            self._run.reference = reference
-        else:
-            results, _ = self.run_boots(boots)
-        self._run.results = results
-        options = cloud.CONF.filter_scheduler
-        self._run.available_filters = list(options.available_filters)
-        self._run.weight_classes = list(options.weight_classes)
+        runs = self.run_setups(self._scenario.boots, self._setups)
+        last = runs[-1]
+        self._run.runs = runs
+        self._run.results = last.results
+        if len(runs) > 1:
+            self._run.reference = runs[0].results
+        self._run.available_filters = last.available_filters
+        self._run.weight_classes = last.weight_classes
         # What the running scheduler loaded, not just what was asked for.
-        self._run.enabled_filters = [
-            type(f).__name__
-            for f in self.scheduler.manager.host_manager.enabled_filters]
+        self._run.enabled_filters = last.enabled_filters
         self._run.fit_backend = _fit_backend()
 
 
@@ -180,8 +187,8 @@ class _KeepDetails(testtools.TestResult):
 def run_scenario(scenario, compare=True, log_level=None):
     """Start Nova on the scenario's hosts, boot its servers, tear down.
 
-    :param compare: also run the boots with Nova's filters alone first and
-        compare (twice the boots, same hosts).
+    :param compare: also run the boots under the scenario's reference
+        setup first and compare (twice the boots, same hosts).
     :param log_level: mirror Nova's log at this level to stderr, or None.
     :returns: a :class:`ScenarioRun`.
     """

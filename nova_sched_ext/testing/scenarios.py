@@ -15,12 +15,22 @@
 A :class:`Scenario` is plain data: the hosts to start and the servers to
 boot, in order.  Each :class:`Boot` names the hosts the server may land on
 (any of them is acceptable: which one is the weighers' business) or none,
-meaning the request must end in NoValidHost.  The expectations follow from
-the NUMA shapes alone, as Nova's ``NUMATopologyFilter`` decides them.
+meaning the request must end in NoValidHost.
 
-The functional tests run these scenarios with ``NUMAFitFilter`` enabled and
-without it and require identical results; the demo prints them.  Later
-features add scenarios to :data:`DEMO_SCENARIOS`.
+A scenario runs under its :class:`Setup` (what ``nova.conf`` says about
+filters and weighers) and, to compare, first under a reference setup on the
+same hosts with the same boots:
+
+* a plugin that only saves work (``NUMAFitFilter``) is compared with Nova's
+  filters alone, and both runs must schedule identically
+  (``same_as_reference``); the expectations follow from the NUMA shapes
+  alone, as Nova's ``NUMATopologyFilter`` decides them;
+* a plugin that changes the choice (``NUMASlotWeigher``) is compared with
+  Nova's weighers alone, and each run has its own expectations
+  (``Boot.reference_expect`` for the reference run).
+
+The functional tests and the demo run these scenarios.  Later features add
+scenarios to :data:`DEMO_SCENARIOS`.
 """
 
 import dataclasses
@@ -42,33 +52,77 @@ class Boot:
     why: str = ''
     #: servers created by this one request (``min_count``/``max_count``)
     count: int = 1
+    #: where it may land in the reference run, if not in ``expect`` (only
+    #: for scenarios whose runs may differ: ``same_as_reference=False``)
+    reference_expect: tuple = None
+
+    def expected(self, reference=False):
+        """The acceptable hosts (empty: NoValidHost) in one of the runs."""
+        if reference and self.reference_expect is not None:
+            return self.reference_expect
+        return self.expect
 
     @property
     def expects_no_valid_host(self):
         return not self.expect
 
-    def expected_text(self):
-        return ' or '.join(self.expect) if self.expect else 'NoValidHost'
+    def expected_text(self, reference=False):
+        expect = self.expected(reference)
+        return ' or '.join(expect) if expect else 'NoValidHost'
 
-    def accepts(self, result):
+    def accepts(self, result, reference=False):
         """Whether one server's ``cloud.BootResult`` is as expected."""
-        if self.expect:
-            return result.host in self.expect
+        expect = self.expected(reference)
+        if expect:
+            return result.host in expect
         return result.no_valid_host
 
-    def check(self, results):
+    def check(self, results, reference=False):
         """What is wrong with ``results`` (``cloud.BootResult`` list)."""
         problems = []
         if len(results) != self.count:
             problems.append('%s: expected %d server(s), got %d' % (
                 self.server, self.count, len(results)))
         for result in results:
-            if self.accepts(result):
+            if self.accepts(result, reference):
                 continue
             problems.append('%s: expected %s, got %s' % (
-                result.server, self.expected_text(),
+                result.server, self.expected_text(reference),
                 result.host or 'ERROR (%s)' % result.fault))
         return problems
+
+
+#: ``[filter_scheduler] weight_classes`` entries.
+NOVA_WEIGHERS = 'nova.scheduler.weights.all_weighers'
+PACKAGE_WEIGHERS = 'nova_sched_ext.weighers.all_weighers'
+#: Ranks otherwise equal hosts by name, so every run is reproducible (a test
+#: helper, see :mod:`nova_sched_ext.testing.weighers`).
+TIE_BREAKER = 'nova_sched_ext.testing.weighers.HostNameTieBreaker'
+STOCK_WEIGHT_CLASSES = (NOVA_WEIGHERS, TIE_BREAKER)
+SLOT_WEIGHT_CLASSES = (NOVA_WEIGHERS, PACKAGE_WEIGHERS, TIE_BREAKER)
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What ``nova.conf`` says about scheduling in one run of a scenario.
+
+    Switching setups is what an operator does: edit ``[filter_scheduler]
+    enabled_filters`` / ``weight_classes`` and restart nova-scheduler.
+    """
+
+    #: for humans: "Nova's filters alone", "with NUMASlotWeigher"...
+    label: str
+    #: NUMAFitFilter in ``enabled_filters`` (before NUMATopologyFilter)
+    numa_fit: bool = True
+    #: ``[filter_scheduler] weight_classes``
+    weight_classes: tuple = STOCK_WEIGHT_CLASSES
+
+
+NOVA_FILTERS_ALONE = Setup("Nova's filters alone", numa_fit=False)
+WITH_NUMA_FIT = Setup('with NUMAFitFilter')
+NOVA_WEIGHERS_ALONE = Setup("Nova's weighers alone")
+WITH_SLOT_WEIGHER = Setup('with NUMASlotWeigher',
+                          weight_classes=SLOT_WEIGHT_CLASSES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +130,9 @@ class Scenario:
     """Hosts to start and servers to boot, in order.
 
     ``flags`` holds extra ``nova.conf`` settings as ``(group, option,
-    value)`` triples, applied before the services start (a scenario for a
-    weigher enables it there, for example).
+    value)`` triples, applied before the services start and kept in every
+    run (a weigher's own options, for example: they do nothing while the
+    weigher is not in ``weight_classes``).
     """
 
     name: str
@@ -85,6 +140,19 @@ class Scenario:
     hosts: tuple
     boots: tuple
     flags: tuple = ()
+    #: the run whose expectations are ``Boot.expect``
+    setup: Setup = WITH_NUMA_FIT
+    #: the run it is compared with (it goes first), or None
+    reference: Setup = NOVA_FILTERS_ALONE
+    #: True: the reference run must schedule exactly alike; False: it has
+    #: its own expectations (``Boot.reference_expect``)
+    same_as_reference: bool = True
+
+    def setups(self, compare=True):
+        """The setups to run, in order."""
+        if compare and self.reference is not None:
+            return (self.reference, self.setup)
+        return (self.setup,)
 
     def host(self, name):
         for layout in self.hosts:
