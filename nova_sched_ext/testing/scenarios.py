@@ -236,5 +236,70 @@ MIXED = Scenario(
     ),
 )
 
+# --- NUMASlotWeigher against fragmentation --------------------------------
+#
+# Three identical 2-cell hosts, each with 4 pinned CPUs per cell (8 in all).
+# Three small pinned servers arrive, then one that needs a whole host.
+#
+# Nova's RAMWeigher, CPUWeigher and DiskWeigher spread: after the first
+# small server, the emptiest host wins every time, so the three land on
+# three hosts and no host keeps 8 free pinned CPUs: the big server gets
+# NoValidHost while 18 of 24 pinned CPUs are free.
+#
+# NUMASlotWeigher (reference flavor: the big one) sees that numa2-a has
+# already lost its only big slot and the other hosts would lose theirs, so
+# it sends the second and third small servers to numa2-a as well.  Its
+# multiplier must outweigh the spreading weighers: after Nova's
+# normalisation each contributes at most its multiplier (RAM, CPU and disk
+# 1.0 each; I/O ops -1.0 while a host still counts a build), 4.0 together,
+# against 10.0 here.  With the default multiplier of 1.0 the spreading
+# weighers win and the big flavor is stranded as without the weigher.
+#
+# Nothing is left to chance: equal hosts are ranked by name
+# (HostNameTieBreaker), host_subset_size is 1, and each server is a request
+# of its own, scheduled after the previous one is ACTIVE.
+
+SLOT_HOST_NAMES = ('numa2-a', 'numa2-b', 'numa2-c')
+SLOT_HOSTS = tuple(fh.HostLayout(name, cells=2, mem_gib_per_cell=8)
+                   for name in SLOT_HOST_NAMES)
+
+PIN2 = fh.pinned('pin2', vcpus=2, ram_mb=2048)
+PIN8_2NODE = fh.pinned('pin8.2node', vcpus=8, ram_mb=8192, numa_nodes=2)
+
+#: ``[nova_sched_ext]`` options of the scenario, the same in both runs.
+SLOT_WEIGHER_FLAGS = (
+    ('nova_sched_ext', 'numa_slot_reference_flavors', [PIN8_2NODE.name]),
+    ('nova_sched_ext', 'numa_slot_weight_multiplier', 10.0),
+)
+
+NUMA_SLOT = Scenario(
+    name='numa-slot',
+    title="Small pinned servers, then a big dual-NUMA one: Nova's weighers "
+          'strand it, NUMASlotWeigher keeps room',
+    hosts=SLOT_HOSTS,
+    boots=(
+        Boot('small-1', PIN2, ('numa2-a',),
+             'all hosts empty and equal for every weigher: the first by '
+             'name', reference_expect=('numa2-a',)),
+        Boot('small-2', PIN2, ('numa2-a',),
+             "Nova's weighers: an empty host (most free RAM, CPU, disk). "
+             'NUMASlotWeigher: numa2-a has no 8-CPU slot left to lose, an '
+             'empty host would lose its only one',
+             reference_expect=('numa2-b',)),
+        Boot('small-3', PIN2, ('numa2-a',),
+             "the same again: Nova's weighers take the last empty host, "
+             'NUMASlotWeigher fills numa2-a',
+             reference_expect=('numa2-c',)),
+        Boot('big', PIN8_2NODE, ('numa2-b', 'numa2-c'),
+             'all 8 pinned CPUs of one host, 4 in each cell. Spread, no '
+             'host has 8 free (6 each); packed, two hosts still do',
+             reference_expect=NO_VALID_HOST),
+    ),
+    flags=SLOT_WEIGHER_FLAGS,
+    setup=WITH_SLOT_WEIGHER,
+    reference=NOVA_WEIGHERS_ALONE,
+    same_as_reference=False,
+)
+
 #: What ``nova-sched-ext-demo`` runs, in order.
 DEMO_SCENARIOS = (MIXED,)
