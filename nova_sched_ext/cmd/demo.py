@@ -21,9 +21,14 @@ through ``[filter_scheduler] available_filters`` / ``enabled_filters``.
 
 For each scenario (see :mod:`nova_sched_ext.testing.scenarios`) the demo
 boots a series of NUMA flavors and prints where each server landed, or
-NoValidHost, and how many hosts each scheduler filter kept.  By default each
-scenario runs twice, first with Nova's filters alone, and the demo checks
-that NUMAFitFilter changed nothing but the work.
+NoValidHost.  By default each scenario runs twice on the same hosts:
+
+* ``mixed-numa``: first with Nova's filters alone, then with NUMAFitFilter;
+  the demo shows how many hosts each filter kept and checks that the
+  filter changed nothing but the work;
+* ``numa-slot``: first with Nova's weighers alone, then with
+  NUMASlotWeigher added to ``weight_classes``; the demo shows side by side
+  where the small servers went and whether the big flavor still fits.
 
 Exit status: 0 if every boot went as the scenario expects, 1 if not, 2 if
 the demo could not run.  Nova's test fixtures are used as a harness, so
@@ -52,8 +57,8 @@ def parse_args(argv):
         '--list', action='store_true', help='list the scenarios and exit')
     parser.add_argument(
         '--no-compare', dest='compare', action='store_false',
-        help='skip the reference run with Nova\'s filters alone (about '
-             'half the time)')
+        help='skip each scenario\'s reference run (Nova\'s filters or '
+             'weighers alone; about half the time)')
     parser.add_argument(
         '--threads', action='store_true',
         help='run Nova\'s services with native threads, as Nova 34 does in '
@@ -108,6 +113,10 @@ def render(run, out):
 
     write = out.write
     write('\nScenario %s: %s\n\n' % (scenario.name, scenario.title))
+    if run.reference is not None:
+        write('It runs twice on the same hosts with the same boots: first '
+              '%s, then %s.\n\n'
+              % (scenario.reference.label, scenario.setup.label))
     write('Hosts (each %d CPUs; [compute] cpu_shared_set = %s, '
           'cpu_dedicated_set = %s):\n' % (
               fake_hosts.CPUS_PER_HOST, fake_hosts.CPU_SHARED_SET,
@@ -123,14 +132,54 @@ def render(run, out):
          for f in scenario.flavors()])) + '\n\n')
     if run.results is None:
         return
+    if run.reference is None or scenario.same_as_reference:
+        _render_same_scheduling(run, write)
+    else:
+        _render_comparison(run, write)
+
+
+def _conf_value(value):
+    if isinstance(value, (list, tuple)):
+        return ','.join(map(str, value))
+    return str(value)
+
+
+def _write_flags(flags, write):
+    """``(group, option, value)`` settings as nova.conf sections."""
+    sections = {}
+    for group, option, value in flags:
+        sections.setdefault(group, {})[option] = value
+    for group, options in sections.items():
+        write('  [%s]\n' % group)
+        for option, value in options.items():
+            write('  %s = %s\n' % (option, _conf_value(value)))
+
+
+def _write_fit_backend(run, write):
+    write('NUMA fit engine in use: %s\n\n' % {
+        'c': 'the C helper', 'python': 'the pure-Python twin'}.get(
+            run.fit_backend, run.fit_backend))
+
+
+def _write_why(scenario, write):
+    write('Why:\n')
+    width = max(len(boot.server) for boot in scenario.boots)
+    for boot in scenario.boots:
+        if boot.why:
+            write('  %s  %s\n' % (boot.server.ljust(width), boot.why))
+    write('\n')
+
+
+def _render_same_scheduling(run, write):
+    """A plugin that must not change where servers land (NUMAFitFilter)."""
+    scenario = run.scenario
     write('nova.conf:\n  [filter_scheduler]\n')
     for line in run.available_filters or ():
         write('  available_filters = %s\n' % line)
     write('  enabled_filters = %s\n' % ','.join(run.enabled_filters or ()))
     write('  weight_classes = %s\n' % ','.join(run.weight_classes or ()))
-    write('NUMA fit engine in use: %s\n\n' % {
-        'c': 'the C helper', 'python': 'the pure-Python twin'}.get(
-            run.fit_backend, run.fit_backend))
+    _write_flags(scenario.flags, write)
+    _write_fit_backend(run, write)
 
     headers = ['#', 'server', 'flavor', 'landed on', 'as expected',
                'hosts kept by each filter']
@@ -157,13 +206,7 @@ def render(run, out):
                            'DIFFERENT: %s' % (ref.where() if ref else '-'))
             rows.append(row)
     write('\n'.join(_table(headers, rows)) + '\n\n')
-
-    write('Why:\n')
-    width = max(len(boot.server) for boot in scenario.boots)
-    for boot in scenario.boots:
-        if boot.why:
-            write('  %s  %s\n' % (boot.server.ljust(width), boot.why))
-    write('\n')
+    _write_why(scenario, write)
 
     passes = [p for results in run.results for r in results
               for p in r.passes]
@@ -178,14 +221,117 @@ def render(run, out):
     if run.reference is not None:
         differences = [p for p in run.problems() if ' vs ' in p]
         servers = sum(len(results) for results in run.results)
+        label = scenario.reference.label
         if differences:
-            write('With Nova\'s filters alone: %d DIFFERENCE(S).\n'
-                  % len(differences))
+            write('With %s: %d DIFFERENCE(S).\n' % (label, len(differences)))
         else:
-            write('Compared with Nova\'s filters alone (reference run): '
-                  'the same host and NUMA cells for all %d servers, the '
-                  'same failures,\nthe same hosts left after filtering.\n'
-                  % servers)
+            write('Compared with %s (reference run): the same host and '
+                  'NUMA cells for all %d servers, the same failures,\nthe '
+                  'same hosts left after filtering.\n' % (label, servers))
+
+
+def _render_comparison(run, write):
+    """A plugin that changes where servers land (a weigher): side by side."""
+    scenario = run.scenario
+    reference, candidate = run.runs[0], run.runs[-1]
+    write('nova.conf, the same in both runs:\n  [filter_scheduler]\n')
+    for line in candidate.available_filters:
+        write('  available_filters = %s\n' % line)
+    write('  enabled_filters = %s\n' % ','.join(candidate.enabled_filters))
+    write('  host_subset_size = 1\n'
+          '  shuffle_best_same_weighed_hosts = False\n')
+    _write_flags(scenario.flags, write)
+    write('and what differs, with the weighers nova-scheduler loaded:\n')
+    for number, each in enumerate(run.runs, 1):
+        write('  run %d, %s:\n' % (number, each.setup.label))
+        write('    [filter_scheduler] weight_classes = %s\n'
+              % ','.join(each.weight_classes))
+        write('    loaded: %s\n' % ', '.join(each.weighers))
+    write('(HostNameTieBreaker, a test helper, only ranks hosts that all '
+          'the other weighers see as equal, by name.)\n')
+    _write_fit_backend(run, write)
+
+    headers = ['#', 'server', 'flavor', reference.setup.label,
+               candidate.setup.label, 'as expected']
+    rows = []
+    number = 0
+    for boot, ref_results, results in zip(scenario.boots, reference.results,
+                                          candidate.results):
+        for ref, result in zip(ref_results, results):
+            number += 1
+            wrong = []
+            if not boot.accepts(ref, reference=True):
+                wrong.append('run 1: %s' % boot.expected_text(True))
+            if not boot.accepts(result):
+                wrong.append('run 2: %s' % boot.expected_text())
+            rows.append([number, result.server, result.flavor,
+                         _where(ref, ref_results[0]),
+                         _where(result, results[0]),
+                         'NO, expected %s' % '; '.join(wrong) if wrong
+                         else 'yes'])
+    write('\n'.join(_table(headers, rows)) + '\n\n')
+    _write_why(scenario, write)
+
+    write('At the end: free pinned CPUs per NUMA cell, and the servers on '
+          'each host:\n')
+    rows = []
+    for layout in scenario.hosts:
+        row = [layout.name]
+        for each in (reference, candidate):
+            servers = [r.server for results in each.results
+                       for r in results if r.host == layout.name]
+            free = each.free_pinned.get(layout.name, ())
+            row.append('%s  %s' % ('+'.join(map(str, free)),
+                                   ' '.join(servers) or '-'))
+        rows.append(row)
+    write('\n'.join(_table(
+        ['host', reference.setup.label, candidate.setup.label], rows)))
+    write('\n\n')
+    for each in (reference, candidate):
+        write('%s: %s.\n' % (each.setup.label, _summary(scenario, each)))
+
+
+def _where(result, first):
+    """Where a server landed or, if nowhere, what turned it down.
+
+    ``first`` is the first server of the same request: the request's
+    filter passes are recorded on it.
+    """
+    text = result.where()
+    if not result.no_valid_host or result is not first:
+        return text
+    if not result.passes:
+        return text + ' (placement: no candidate)'
+    kept = result.passes[-1].kept
+    if kept and kept[-1][1] == 0:
+        return text + ' (%s)' % kept[-1][0]
+    return text
+
+
+def _summary(scenario, each):
+    """Per flavor: on how many hosts, or NoValidHost; free pinned CPUs."""
+    parts = []
+    for flavor in scenario.flavors():
+        results = [r for rs in each.results for r in rs
+                   if r.flavor == flavor.name]
+        placed = [r.host for r in results if r.host is not None]
+        failed = len(results) - len(placed)
+        text = '%d x %s ' % (len(results), flavor.name)
+        if placed:
+            hosts = sorted(set(placed))
+            text += 'on %d host%s (%s)' % (
+                len(hosts), '' if len(hosts) == 1 else 's', ', '.join(hosts))
+        if failed:
+            text += '%s%s' % (', ' if placed else '',
+                              'NoValidHost' if failed == len(results)
+                              else '%d NoValidHost' % failed)
+        parts.append(text)
+    free = {host: sum(cells) for host, cells in each.free_pinned.items()}
+    total = sum(sum(layout.dedicated_cpus_per_cell())
+                for layout in scenario.hosts)
+    parts.append('%d of %d pinned CPUs free, at most %d on one host' % (
+        sum(free.values()), total, max(free.values(), default=0)))
+    return '; '.join(parts)
 
 
 def _choose_concurrency(threads):
@@ -240,9 +386,6 @@ def main(argv=None):
     print('nova-sched-ext demo: a real Nova %s in this process (API, '
           'conductor, scheduler, placement, fake libvirt computes; sqlite '
           'in memory).' % _nova_version())
-    if args.compare:
-        print('Each scenario runs twice on the same hosts: with Nova\'s '
-              'filters alone, then with NUMAFitFilter enabled.')
     sys.stdout.flush()
 
     status = 0
@@ -263,8 +406,10 @@ def main(argv=None):
                 len(problems), '\n  '.join(problems)))
             status = max(status, 1)
         else:
-            print('All %d servers went as expected (%.0f s).' % (
-                sum(len(r) for r in run.results), run.seconds))
+            runs = run.runs or ()
+            print('All %d servers%s went as expected (%.0f s).' % (
+                sum(len(r) for each in runs for r in each.results),
+                ' of both runs' if len(runs) == 2 else '', run.seconds))
         sys.stdout.flush()
     return status
 

@@ -302,4 +302,4 @@ NUMA_SLOT = Scenario(
 )
 
 #: What ``nova-sched-ext-demo`` runs, in order.
-DEMO_SCENARIOS = (MIXED,)
+DEMO_SCENARIOS = (MIXED, NUMA_SLOT)
