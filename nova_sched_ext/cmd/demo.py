@@ -32,7 +32,9 @@ NoValidHost.  By default each scenario runs twice on the same hosts:
 
 Exit status: 0 if every boot went as the scenario expects, 1 if not, 2 if
 the demo could not run.  Nova's test fixtures are used as a harness, so
-Nova's test requirements must be installed (see ``test-requirements.txt``).
+their requirements must be installed: ``pip install 'nova-sched-ext[demo]'``
+(``openstack-placement``, ``wsgi-intercept``, ``oslotest``; all are in
+``test-requirements.txt`` too).
 """
 
 import argparse
@@ -354,7 +356,10 @@ def main(argv=None):
     _quiet_process_logging(args.verbose)
     _choose_concurrency(args.threads)
 
-    from nova_sched_ext.testing import scenarios
+    try:
+        from nova_sched_ext.testing import scenarios
+    except ImportError as exc:
+        return _missing_harness(exc)
 
     if args.list:
         for scenario in scenarios.DEMO_SCENARIOS:
@@ -376,7 +381,10 @@ def main(argv=None):
         print('nova-sched-ext-demo: %s' % problem, file=sys.stderr)
         return 2
 
-    from nova_sched_ext.testing import runner
+    try:
+        from nova_sched_ext.testing import runner
+    except ImportError as exc:
+        return _missing_harness(exc)
 
     # Importing Nova's test harness set up oslo.log on the root logger.
     _quiet_process_logging(args.verbose)
@@ -412,6 +420,13 @@ def main(argv=None):
                 ' of both runs' if len(runs) == 2 else '', run.seconds))
         sys.stdout.flush()
     return status
+
+
+def _missing_harness(exc):
+    print('nova-sched-ext-demo: cannot load Nova\'s test harness (%s); '
+          'install the demo\'s requirements: pip install '
+          '\'nova-sched-ext[demo]\'' % exc, file=sys.stderr)
+    return 2
 
 
 def _check_installation():
