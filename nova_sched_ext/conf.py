@@ -144,6 +144,19 @@ deployment_set_opts = [
              'deployment set; when they pass, or when the lock backend '
              'cannot be reached, the request fails with NoValidHost rather '
              'than risk two members in one failure domain.'),
+    cfg.BoolOpt(
+        'deployment_set_alternates',
+        default=False,
+        help='Whether nova-sched-ext-scheduler returns alternate hosts for '
+             'members of a deployment set. Nova\'s conductor retries a '
+             'failed build or move on an alternate without asking the '
+             'scheduler again, so nothing checks the set\'s failure '
+             'domains then, and another request may have taken the '
+             'alternate\'s domain meanwhile. False returns no alternates '
+             'for deployment sets: such a build fails rather than land in '
+             'a taken domain. True keeps Nova\'s retries; nova-compute '
+             'still refuses a second member on one host, but not in one '
+             'failure domain.'),
 ]
 
 ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +

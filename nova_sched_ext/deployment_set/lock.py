@@ -33,7 +33,11 @@ without the lock could break the set.
 :class:`DeploymentSetLock` is the request wrapper that
 :class:`nova_sched_ext.manager.SchedulerManager` runs around every request.
 It locks the requests that carry an anti-affinity server group, when
-DeploymentSetFilter is enabled; others pass straight through.
+DeploymentSetFilter is enabled; others pass straight through.  Unless
+``[nova_sched_ext] deployment_set_alternates`` is set, it also drops the
+alternate hosts of the members of a set: the conductor would build on them
+after a failure without asking the scheduler, so without the filter and
+without the lock.
 """
 
 import os
@@ -49,6 +53,7 @@ from tooz import coordination
 
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import members
+from nova_sched_ext.filters import deployment_set as ds_filter
 
 LOG = logging.getLogger(__name__)
 CONF = conf.CONF
@@ -239,9 +244,25 @@ class DeploymentSetLock(object):
                   'ms.', {'group': group_uuid,
                           'ms': (time.monotonic() - started) * 1000})
         try:
-            return call_next(context, spec_obj, instance_uuids)
+            selections = call_next(context, spec_obj, instance_uuids)
         finally:
             self.locks.release(held)
+        return self._without_alternates(spec_obj, selections)
+
+    @staticmethod
+    def _without_alternates(spec_obj, selections):
+        """Drop alternates of set members unless the deployer wants them.
+
+        The conductor builds on an alternate without the scheduler, hence
+        without DeploymentSetFilter and without this lock.
+        """
+        if CONF.nova_sched_ext.deployment_set_alternates or \
+                not ds_filter.is_deployment_set(spec_obj):
+            return selections
+        if not selections or not isinstance(selections[0], list):
+            # The legacy answer (a list of dicts) has no alternates.
+            return selections
+        return [per_instance[:1] for per_instance in selections]
 
     def stop(self):
         self.locks.stop()

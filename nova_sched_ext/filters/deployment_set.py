@@ -82,6 +82,12 @@ ANTI_AFFINITY = 'anti-affinity'
 _PLAN_ATTR = '_nova_sched_ext_deployment_set_plan'
 
 
+def is_deployment_set(spec_obj):
+    """Whether the filter placed this request under a set's rules."""
+    cached = getattr(spec_obj, _PLAN_ATTR, None)
+    return cached is not None and isinstance(cached[1], rules.Plan)
+
+
 class _Refusal(object):
     """The request cannot be scheduled in its set; ``reason`` says why."""
 

@@ -258,3 +258,52 @@ class TestDeploymentSetLock(LockTestCase):
         self.assertIn('could not be taken', str(exc))
         self.assertIn('Not scheduling instance(s) %s of deployment set %s: '
                       'busy' % (uuids.u1, SET_A), log.output)
+
+    def schedule_with_filter(self, hints):
+        """A call_next that runs the filter on the request, as Nova would."""
+        from nova.tests.unit.scheduler import fakes
+
+        from nova_sched_ext.filters import deployment_set as ds_filter
+
+        filt = ds_filter.DeploymentSetFilter(
+            member_source=members.StaticMemberSource(lambda uuid: []))
+
+        def call_next(context, spec_obj, instance_uuids):
+            spec_obj.scheduler_hints = hints
+            filt.filter_all([fakes.FakeHostState('h1', 'h1', {})], spec_obj)
+            return [['h1', 'alt-1', 'alt-2'], ['h2', 'alt-3']]
+
+        return call_next
+
+    def test_members_of_a_set_get_no_alternates(self):
+        call_next = self.schedule_with_filter(
+            {'deployment_set_strategy': ['domain']})
+        self.assertEqual([['h1'], ['h2']], self.wrapper(
+            call_next, 'ctxt', spec(), [uuids.u1, uuids.u2]))
+
+    def test_alternates_if_the_deployer_wants_them(self):
+        self.conf.config(group='nova_sched_ext',
+                         deployment_set_alternates=True)
+        call_next = self.schedule_with_filter(
+            {'deployment_set_strategy': ['domain']})
+        self.assertEqual([['h1', 'alt-1', 'alt-2'], ['h2', 'alt-3']],
+                         self.wrapper(call_next, 'ctxt', spec(),
+                                      [uuids.u1, uuids.u2]))
+
+    def test_plain_anti_affinity_groups_keep_alternates(self):
+        call_next = self.schedule_with_filter({})
+        self.assertEqual([['h1', 'alt-1', 'alt-2'], ['h2', 'alt-3']],
+                         self.wrapper(call_next, 'ctxt', spec(),
+                                      [uuids.u1, uuids.u2]))
+
+    def test_legacy_answers_pass_unchanged(self):
+        legacy = [{'host': 'h1', 'nodename': 'h1', 'limits': {}}]
+        inner = self.schedule_with_filter(
+            {'deployment_set_strategy': ['domain']})
+
+        def call_next(context, spec_obj, instance_uuids):
+            inner(context, spec_obj, instance_uuids)
+            return legacy
+
+        self.assertEqual(legacy, self.wrapper(call_next, 'ctxt', spec(),
+                                              [uuids.u1]))
