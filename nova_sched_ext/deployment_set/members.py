@@ -89,10 +89,17 @@ class Request(object):
         self.instance_uuid = instance_uuid
         self.own_uuids = frozenset(own_uuids) | {instance_uuid}
         self.hints = hints
-        self.host_states = {h.host: h for h in host_states}
-        self.hosts_by_node_uuid = {
-            h.uuid: h.host for h in host_states
-            if getattr(h, 'uuid', None)}
+        self.host_states = host_states
+        self._by_node_uuid = None
+
+    @property
+    def hosts_by_node_uuid(self):
+        """``{compute node uuid: host}`` of the candidates (built once)."""
+        if self._by_node_uuid is None:
+            self._by_node_uuid = {
+                h.uuid: h.host for h in self.host_states
+                if getattr(h, 'uuid', None)}
+        return self._by_node_uuid
 
 
 class MemberSource(object):

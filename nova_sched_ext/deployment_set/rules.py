@@ -26,7 +26,6 @@ collide with a metadata value.
 import collections
 import dataclasses
 
-from nova.scheduler.filters import utils as filter_utils
 from oslo_log import log as logging
 
 from nova_sched_ext import conf
@@ -45,20 +44,28 @@ def domain_key():
     return CONF.nova_sched_ext.deployment_set_domain_key
 
 
+def _domain_values(aggregates, key):
+    """The domain names the aggregates give, as Nova reads metadata.
+
+    A value may list several domains, comma-separated, as
+    ``aggregate_metadata_get_by_host`` reads aggregate metadata everywhere.
+    """
+    values = set()
+    for aggregate in aggregates:
+        value = aggregate.metadata.get(key)
+        if value is not None:
+            values.update(v.strip() for v in value.split(','))
+    return frozenset(values)
+
+
 def domains_of_host_state(host_state, key=None):
     """The failure domains of a ``HostState``, from its aggregates.
 
-    A value may list several domains, comma-separated, as Nova reads
-    aggregate metadata everywhere.  Nova's ``HostManager`` keeps
-    ``HostState.aggregates`` current through the aggregate RPC updates, so
-    this needs no database access.
+    Nova's ``HostManager`` keeps ``HostState.aggregates`` current through
+    the aggregate RPC updates, so this needs no database access.
     """
-    key = key or domain_key()
-    values = filter_utils.aggregate_metadata_get_by_host(
-        host_state, key=key).get(key)
-    if not values:
-        return frozenset((own_domain(host_state.host),))
-    return frozenset(values)
+    values = _domain_values(host_state.aggregates, key or domain_key())
+    return values or frozenset((own_domain(host_state.host),))
 
 
 def domains_from_aggregates(host, aggregates, key=None):
@@ -164,6 +171,9 @@ class Plan(object):
         self._resolve = resolve_domains
         # host name -> frozenset of domains, filled as hosts are seen.
         self._domains = {}
+        # ids of a host's aggregates -> domain names they give; the
+        # aggregates live as long as the request's HostState objects.
+        self._by_aggregates = {}
         # How many entries instance_group.hosts had when the plan was made:
         # the scheduler appends the host of each instance of the request
         # it has placed (_consume_selected_host), so the entries after
@@ -182,12 +192,25 @@ class Plan(object):
     # -- occupancy ----------------------------------------------------------
 
     def learn_hosts(self, host_states):
-        """Remember the domains of the request's candidate hosts."""
+        """Remember the domains of the request's candidate hosts.
+
+        Hosts share their aggregate objects (the ``HostManager`` holds one
+        per aggregate), so the metadata is read once per distinct list of
+        aggregates, not once per host: thousands of hosts, a few racks.
+        """
         key = domain_key()
+        known = self._domains
+        by_aggregates = self._by_aggregates
         for host_state in host_states:
-            if host_state.host not in self._domains:
-                self._domains[host_state.host] = domains_of_host_state(
-                    host_state, key)
+            host = host_state.host
+            if host in known:
+                continue
+            aggregates = host_state.aggregates
+            ids = tuple(map(id, aggregates))
+            values = by_aggregates.get(ids)
+            if values is None:
+                values = by_aggregates[ids] = _domain_values(aggregates, key)
+            known[host] = values or frozenset((own_domain(host),))
 
     def domains(self, host_names):
         """``{host: frozenset(domains)}``, resolving unknown hosts once."""
@@ -272,11 +295,20 @@ class Plan(object):
         """
         self.learn_hosts(host_states)
         host_load, domain_load = self._load(own_hosts)
+        host_only = self.strategy == ds_hints.HOST
+        loaded_domains = frozenset(domain_load)
+        domains = self._domains
         debug = LOG.isEnabledFor(logging.DEBUG)
         kept = []
         for host_state in host_states:
             host = host_state.host
-            reason = self.why_not(host, self._domains[host], host_load,
+            # Most hosts are in no domain of the set: decide those with
+            # one lookup each.
+            if host not in host_load and (
+                    host_only or domains[host].isdisjoint(loaded_domains)):
+                kept.append(host_state)
+                continue
+            reason = self.why_not(host, domains[host], host_load,
                                   domain_load)
             if reason is None:
                 kept.append(host_state)

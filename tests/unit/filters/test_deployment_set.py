@@ -647,6 +647,28 @@ class TestOncePerRequest(FilterTestCase):
                            group(max_per_host=5)), hosts(('lonely',)))
         resolver.assert_called_once_with(['a1', 'b1', 'c1'])
 
+    def test_aggregate_metadata_is_read_once_per_aggregate_list(self):
+        reads = []
+
+        class CountingAggregate(object):
+            def __init__(self, name, hosts):
+                self.hosts = hosts
+                self._metadata = {KEY: name}
+
+            @property
+            def metadata(self):
+                reads.append(self)
+                return self._metadata
+
+        racks = [CountingAggregate('rack-%d' % r, []) for r in range(3)]
+        candidates = [fakes.FakeHostState('h%d' % i, 'h%d' % i, {
+            'aggregates': [racks[i % 3]]}) for i in range(300)]
+        self.add_member('h0', strategy='domain')
+        kept = self.filt.filter_all(
+            candidates, spec({'deployment_set_strategy': 'domain'}, group()))
+        self.assertEqual(200, len(kept))
+        self.assertEqual(3, len(reads))
+
     def test_concurrent_requests_do_not_mix(self):
         # One filter object serves every request of the process.
         self.add_member('a1', strategy='domain')
