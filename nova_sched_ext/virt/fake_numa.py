@@ -1,0 +1,243 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""A fake hypervisor whose host has NUMA cells, for test clouds.
+
+Nova's own ``fake.FakeDriver`` reports no NUMA topology, so a devstack cloud
+on the fake driver never exercises NUMA scheduling. :class:`FakeNUMADriver`
+behaves like ``fake.FakeDriverWithoutFakeNodes`` (one node named after the
+host, a stable node UUID from ``[DEFAULT] state_path``) and, in addition,
+reports a host NUMA topology and the inventory that goes with it, so that
+``NUMATopologyFilter``, the package's filters and weighers and the compute
+claims all work as on a real NUMA host. Nothing is started: instances only
+exist in the driver's memory.
+
+Nova only loads drivers from its own ``nova.virt`` package, so run the test
+computes with :mod:`nova_sched_ext.virt.compute` (``nova-compute`` that can
+load this driver) and name the driver there; the devstack plugin does this
+when ``NOVA_SCHED_EXT_FAKE_VIRT=True``::
+
+    python -m nova_sched_ext.virt.compute --config-file nova-cpu.conf
+
+    [DEFAULT]
+    compute_driver = nova_sched_ext_fake_numa.FakeNUMADriver
+
+    [nova_sched_ext_fake_virt]
+    # two cells, 4 CPUs and 4096 MiB each
+    numa_topology = 2x4x4096
+
+CPUs are numbered cell by cell (cell 0 holds CPUs 0..3 above). Like the
+libvirt driver, the driver reports the CPUs of ``[compute]
+cpu_dedicated_set`` as ``PCPU`` (for pinned guests) and the others, or those
+of ``[compute] cpu_shared_set`` when set, as ``VCPU``. Each CPU is its own
+core (no SMT), and memory is in 4 KiB pages.
+
+The driver also sets the trait named by
+:attr:`nova_sched_ext.virt.layout.Layout.trait` on its resource provider,
+which is how the tempest plugin learns each test host's cells.
+"""
+
+import collections
+
+import os_resource_classes as orc
+from oslo_config import cfg
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+
+import nova.conf
+from nova import exception
+from nova import objects
+from nova.virt import fake
+from nova.virt import hardware
+
+from nova_sched_ext.virt import layout as layout_mod
+
+LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+
+GROUP_NAME = 'nova_sched_ext_fake_virt'
+
+fake_virt_group = cfg.OptGroup(
+    GROUP_NAME,
+    title='nova-sched-ext fake NUMA virt driver',
+    help='Options of nova_sched_ext.virt.fake_numa.FakeNUMADriver, a fake '
+         'hypervisor for test clouds.')
+
+fake_virt_opts = [
+    cfg.StrOpt(
+        'numa_topology',
+        default='2x4x4096',
+        help='The NUMA cells of the fake host, written CELLSxCPUSxMIB: the '
+             'number of cells, the CPUs of each cell and the memory of each '
+             'cell in MiB. All cells are alike.'),
+    cfg.IntOpt(
+        'disk_gb',
+        default=1000, min=1,
+        help='Local disk of the fake host, in GiB.'),
+    cfg.BoolOpt(
+        'publish_layout_trait',
+        default=True,
+        help='Set a CUSTOM_NSE_NUMA_<cells>CELLS_<cpus>CPUS_<mib>MB trait '
+             "on the host's resource provider so that tests can read the "
+             'NUMA layout through the placement API.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(fake_virt_group)
+    conf.register_opts(fake_virt_opts, group=fake_virt_group)
+
+
+def list_opts():
+    return [(fake_virt_group, fake_virt_opts)]
+
+
+register_opts(CONF)
+
+
+class FakeNUMADriver(fake.FakeDriverWithoutFakeNodes):
+    """A fake single-node hypervisor with NUMA cells."""
+
+    capabilities = dict(fake.FakeDriver.capabilities, supports_pcpus=True)
+
+    def __init__(self, virtapi, read_only=False):
+        opts = CONF[GROUP_NAME]
+        try:
+            self.layout = layout_mod.parse(opts.numa_topology)
+        except ValueError as exc:
+            raise exception.InvalidConfiguration(
+                '[%s] numa_topology: %s' % (GROUP_NAME, exc))
+        self.shared_cpus, self.dedicated_cpus = self._split_cpus(self.layout)
+        # FakeDriver sizes its bookkeeping from these class attributes.
+        self.vcpus = len(self.shared_cpus)
+        self.memory_mb = self.layout.memory_mb
+        self.local_gb = opts.disk_gb
+        super().__init__(virtapi, read_only=read_only)
+        LOG.info('Fake NUMA host: %(cells)d cells of %(cpus)d CPUs and '
+                 '%(mem)d MiB; shared CPUs %(shared)s, dedicated CPUs '
+                 '%(dedicated)s.',
+                 {'cells': self.layout.cells,
+                  'cpus': self.layout.cpus_per_cell,
+                  'mem': self.layout.memory_mb_per_cell,
+                  'shared': hardware.format_cpu_spec(self.shared_cpus) or '-',
+                  'dedicated': (hardware.format_cpu_spec(self.dedicated_cpus)
+                                or '-')})
+
+    @staticmethod
+    def _split_cpus(layout):
+        host_cpus = set(range(layout.cpus))
+        dedicated = hardware.get_cpu_dedicated_set() or set()
+        shared = hardware.get_cpu_shared_set() or (host_cpus - dedicated)
+        for name, cpus in (('cpu_dedicated_set', dedicated),
+                           ('cpu_shared_set', shared)):
+            unknown = cpus - host_cpus
+            if unknown:
+                raise exception.InvalidConfiguration(
+                    '[compute] %s names CPUs %s, but the fake NUMA host '
+                    '%s only has CPUs 0-%d.'
+                    % (name, hardware.format_cpu_spec(unknown), layout.spec,
+                       layout.cpus - 1))
+        if shared & dedicated:
+            raise exception.InvalidConfiguration(
+                '[compute] cpu_shared_set and cpu_dedicated_set overlap on '
+                'CPUs %s.' % hardware.format_cpu_spec(shared & dedicated))
+        if not shared and not dedicated:
+            raise exception.InvalidConfiguration(
+                'The fake NUMA host has no usable CPU.')
+        return frozenset(shared), frozenset(dedicated)
+
+    def host_numa_topology(self):
+        """The host's NUMA topology, without usage (Nova adds the usage)."""
+        cells = []
+        pages_4k = self.layout.memory_mb_per_cell * 1024 // 4
+        for cell_id in range(self.layout.cells):
+            cpus = self.layout.cell_cpus(cell_id)
+            cells.append(objects.NUMACell(
+                id=cell_id,
+                cpuset=cpus & self.shared_cpus,
+                pcpuset=cpus & self.dedicated_cpus,
+                memory=self.layout.memory_mb_per_cell,
+                cpu_usage=0,
+                memory_usage=0,
+                pinned_cpus=set(),
+                siblings=[{cpu} for cpu in sorted(cpus)],
+                mempages=[objects.NUMAPagesTopology(
+                    size_kb=4, total=pages_4k, used=0, reserved=0)],
+                network_metadata=objects.NetworkMetadata(
+                    physnets=set(), tunneled=False),
+                socket=cell_id))
+        return objects.NUMATopology(cells=cells)
+
+    def get_available_resource(self, nodename):
+        resources = super().get_available_resource(nodename)
+        if not resources:
+            return resources
+        resources['numa_topology'] = self.host_numa_topology()._to_json()
+        resources['cpu_info'] = jsonutils.dumps(collections.OrderedDict([
+            ('arch', 'x86_64'),
+            ('model', 'Nehalem'),
+            ('vendor', 'Intel'),
+            ('features', ['pge', 'clflush']),
+            ('topology', {'sockets': self.layout.cells,
+                          'cores': self.layout.cpus_per_cell,
+                          'threads': 1}),
+        ]))
+        return resources
+
+    def update_provider_tree(self, provider_tree, nodename, allocations=None):
+        inventory = provider_tree.data(nodename).inventory
+        ratios = self._get_allocation_ratios(inventory)
+        new_inventory = {}
+        if self.shared_cpus:
+            new_inventory[orc.VCPU] = {
+                'total': len(self.shared_cpus),
+                'min_unit': 1,
+                'max_unit': len(self.shared_cpus),
+                'step_size': 1,
+                'allocation_ratio': ratios[orc.VCPU],
+                'reserved': CONF.reserved_host_cpus,
+            }
+        if self.dedicated_cpus:
+            new_inventory[orc.PCPU] = {
+                'total': len(self.dedicated_cpus),
+                'min_unit': 1,
+                'max_unit': len(self.dedicated_cpus),
+                'step_size': 1,
+                'allocation_ratio': 1,
+                'reserved': 0,
+            }
+        new_inventory[orc.MEMORY_MB] = {
+            'total': self.layout.memory_mb,
+            'min_unit': 1,
+            'max_unit': self.layout.memory_mb,
+            'step_size': 1,
+            'allocation_ratio': ratios[orc.MEMORY_MB],
+            'reserved': CONF.reserved_host_memory_mb,
+        }
+        new_inventory[orc.DISK_GB] = {
+            'total': self.local_gb,
+            'min_unit': 1,
+            'max_unit': self.local_gb,
+            'step_size': 1,
+            'allocation_ratio': ratios[orc.DISK_GB],
+            'reserved': self._get_reserved_host_disk_gb_from_config(),
+        }
+        provider_tree.update_inventory(nodename, new_inventory)
+
+        stale = {trait for trait in provider_tree.data(nodename).traits
+                 if trait.startswith(layout_mod.TRAIT_PREFIX) and
+                 trait != self.layout.trait}
+        if stale:
+            provider_tree.remove_traits(nodename, *stale)
+        if CONF[GROUP_NAME].publish_layout_trait:
+            provider_tree.add_traits(nodename, self.layout.trait)
