@@ -1,0 +1,327 @@
+#!/bin/bash
+# nova-sched-ext devstack plugin
+# ==============================
+#
+# Enable in local.conf:
+#
+#     enable_plugin nova-sched-ext https://opendev.org/x/nova-sched-ext
+#
+# Phases (devstack calls this file as "plugin.sh MODE [PHASE]"):
+#
+# stack install      install the package next to Nova
+# stack post-config  write nova.conf: available_filters, weight_classes, the
+#                    [nova_sched_ext] options from NOVA_SCHED_EXT_* variables
+#                    and, for test clouds, each fake compute's NUMA layout;
+#                    then check the result and stop on a misconfiguration
+# stack extra        run n-sch as nova-sched-ext-scheduler when a feature
+#                    that needs it is enabled; for test clouds, restart the
+#                    fake computes on the fake NUMA virt driver
+# stack test-config  write tempest's [nova_sched_ext] options
+# unstack            take the package's settings out of the configuration
+# clean              the same, and uninstall the package
+#
+# The variables are described in devstack/settings.
+
+NOVA_SCHED_EXT_CHECK=$NOVA_SCHED_EXT_DIR/devstack/tools/check_config.py
+# Nova loads drivers from nova.virt only; nova_sched_ext.virt.compute is
+# nova-compute with the package's fake NUMA driver available there.
+NOVA_SCHED_EXT_FAKE_DRIVER=nova_sched_ext_fake_numa.FakeNUMADriver
+NOVA_SCHED_EXT_FAKE_COMPUTE_MODULE=nova_sched_ext.virt.compute
+NOVA_SCHED_EXT_AVAILABLE_FILTERS=nova_sched_ext.filters.all_filters
+NOVA_SCHED_EXT_NOVA_AVAILABLE_FILTERS=nova.scheduler.filters.all_filters
+NOVA_SCHED_EXT_NOVA_WEIGHT_CLASSES=nova.scheduler.weights.all_weighers
+# Plugin variables that are not [nova_sched_ext] options.
+NOVA_SCHED_EXT_CONTROL_VARIABLES="DIR FILTERS WEIGHT_CLASSES PREEMPTION
+DEPLOYMENT_SET_LOCKING SCHEDULER FAKE_VIRT FAKE_NUMA_TOPOLOGIES
+TEMPEST_DEPLOYMENT_SETS CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE
+AVAILABLE_FILTERS NOVA_AVAILABLE_FILTERS NOVA_WEIGHT_CLASSES
+CONTROL_VARIABLES"
+
+# The python that runs Nova, which is where the package is installed.
+function _nova_sched_ext_python {
+    if [[ -x ${NOVA_BIN_DIR:-/nonexistent}/python3 ]]; then
+        echo "$NOVA_BIN_DIR/python3"
+    else
+        command -v python3
+    fi
+}
+
+# Print the names of the [nova_sched_ext] options, one a line.
+function _nova_sched_ext_options {
+    "$(_nova_sched_ext_python)" "$NOVA_SCHED_EXT_CHECK" options
+}
+
+# Whether n-sch must run the package's scheduler (status 0) or Nova's (1).
+function _nova_sched_ext_own_scheduler {
+    case "${NOVA_SCHED_EXT_SCHEDULER,,}" in
+        true|yes|on|1)
+            return 0
+            ;;
+        false|no|off|0)
+            return 1
+            ;;
+        auto|"")
+            [[ "$NOVA_SCHED_EXT_PREEMPTION" == "True" ||
+               "$NOVA_SCHED_EXT_DEPLOYMENT_SET_LOCKING" == "True" ]]
+            return
+            ;;
+        *)
+            die $LINENO "nova-sched-ext: NOVA_SCHED_EXT_SCHEDULER must be" \
+                "auto, True or False, not '$NOVA_SCHED_EXT_SCHEDULER'"
+            ;;
+    esac
+}
+
+# Drop the words of $2 (comma- or space-separated) from the comma-separated
+# list $1.
+function _nova_sched_ext_without {
+    local list=",$1," word
+    for word in ${2//,/ }; do
+        while [[ "$list" == *",$word,"* ]]; do
+            list=${list/,$word,/,}
+        done
+    done
+    list=${list#,}
+    echo "${list%,}"
+}
+
+function install_nova_sched_ext {
+    # Builds the C fit helper: needs a compiler and the python headers,
+    # which devstack installs for Nova anyway.
+    setup_develop "$NOVA_SCHED_EXT_DIR"
+}
+
+function configure_nova_sched_ext {
+    local conf=$NOVA_CONF
+
+    # available_filters is a multi-valued option: keep Nova's own entry,
+    # writing it if nova.conf relied on the default.
+    local available
+    available=$(iniget_multiline "$conf" filter_scheduler available_filters)
+    if [[ -z "$available" ]]; then
+        iniadd "$conf" filter_scheduler available_filters \
+            "$NOVA_SCHED_EXT_NOVA_AVAILABLE_FILTERS"
+    fi
+    if [[ " $available " != *" $NOVA_SCHED_EXT_AVAILABLE_FILTERS "* ]]; then
+        iniadd "$conf" filter_scheduler available_filters \
+            "$NOVA_SCHED_EXT_AVAILABLE_FILTERS"
+    fi
+
+    # lib/nova wrote enabled_filters from NOVA_FILTERS, which settings
+    # extended; write it again in case nova.conf was made before.
+    iniset "$conf" filter_scheduler enabled_filters "$NOVA_FILTERS"
+
+    if [[ -n "$NOVA_SCHED_EXT_WEIGHT_CLASSES" ]]; then
+        local classes weigher
+        classes=$(iniget "$conf" filter_scheduler weight_classes)
+        classes=${classes:-$NOVA_SCHED_EXT_NOVA_WEIGHT_CLASSES}
+        for weigher in ${NOVA_SCHED_EXT_WEIGHT_CLASSES//,/ }; do
+            if [[ ",$classes," != *",$weigher,"* ]]; then
+                classes+=",$weigher"
+            fi
+        done
+        iniset "$conf" filter_scheduler weight_classes "$classes"
+    fi
+
+    # NOVA_SCHED_EXT_<OPTION> -> [nova_sched_ext] <option>, for the
+    # variables that are set (an empty value is written as empty).
+    local option variable options
+    options=$(_nova_sched_ext_options) || \
+        die $LINENO "nova-sched-ext: cannot list the package's options;" \
+            "is it installed in $(_nova_sched_ext_python)?"
+    for option in $options; do
+        variable=NOVA_SCHED_EXT_${option^^}
+        if [[ " ${NOVA_SCHED_EXT_CONTROL_VARIABLES//$'\n'/ } " == *" ${option^^} "* ]]; then
+            die $LINENO "nova-sched-ext: the option [nova_sched_ext]" \
+                "$option clashes with the plugin variable $variable"
+        fi
+        if [[ -v $variable ]]; then
+            iniset "$conf" nova_sched_ext "$option" "${!variable}"
+        fi
+    done
+
+    if [[ "$NOVA_SCHED_EXT_FAKE_VIRT" == "True" ]]; then
+        configure_nova_sched_ext_fake_virt
+    fi
+}
+
+function configure_nova_sched_ext_fake_virt {
+    if [[ "$VIRT_DRIVER" != "fake" ]]; then
+        die $LINENO "nova-sched-ext: NOVA_SCHED_EXT_FAKE_VIRT=True needs" \
+            "VIRT_DRIVER=fake (it is '$VIRT_DRIVER')"
+    fi
+    local topologies=($NOVA_SCHED_EXT_FAKE_NUMA_TOPOLOGIES)
+    if [[ ${#topologies[@]} -eq 0 ]]; then
+        die $LINENO "nova-sched-ext: NOVA_SCHED_EXT_FAKE_NUMA_TOPOLOGIES" \
+            "is empty"
+    fi
+    # lib/nova gives each fake compute its own file (host, state_path) and
+    # only adds options to it, so the layout written here stays. The
+    # driver itself is switched in "stack extra": lib/nova starts the
+    # computes with nova-compute, which cannot load it.
+    local i
+    for i in $(seq 1 "${NUMBER_FAKE_NOVA_COMPUTE:-1}"); do
+        iniset "${NOVA_FAKE_CONF}-${i}" nova_sched_ext_fake_virt \
+            numa_topology "${topologies[(i - 1) % ${#topologies[@]}]}"
+    done
+}
+
+# The fake computes have registered with devstack's fake driver; restart
+# each on the fake NUMA driver. It keeps its host name and node UUID
+# (state_path), so Nova updates the node's inventory and NUMA topology.
+function start_nova_sched_ext_fake_computes {
+    local i fake_conf
+    echo_summary "Restarting the fake computes on the fake NUMA virt driver"
+    for i in $(seq 1 "${NUMBER_FAKE_NOVA_COMPUTE:-1}"); do
+        fake_conf="${NOVA_FAKE_CONF}-${i}"
+        iniset "$fake_conf" DEFAULT compute_driver \
+            "$NOVA_SCHED_EXT_FAKE_DRIVER"
+        stop_process "n-cpu-${i}"
+        run_process "n-cpu-${i}" "$(_nova_sched_ext_python) -m \
+$NOVA_SCHED_EXT_FAKE_COMPUTE_MODULE --config-file $NOVA_CPU_CONF \
+--config-file $fake_conf"
+    done
+}
+
+# Stop here, with the reasons, rather than start a scheduler that fails
+# later or silently ignores a setting.
+function check_nova_sched_ext_config {
+    local args=(check --config-file "$NOVA_CONF")
+    local topology
+    if [[ "$NOVA_SCHED_EXT_FAKE_VIRT" == "True" ]]; then
+        for topology in $NOVA_SCHED_EXT_FAKE_NUMA_TOPOLOGIES; do
+            args+=(--fake-topology "$topology")
+        done
+    fi
+    if is_service_enabled n-sch && _nova_sched_ext_own_scheduler; then
+        args+=(--scheduler-command "$NOVA_BIN_DIR/nova-sched-ext-scheduler")
+    fi
+    if ! "$(_nova_sched_ext_python)" "$NOVA_SCHED_EXT_CHECK" "${args[@]}"; then
+        die $LINENO "nova-sched-ext: the configuration above is invalid;" \
+            "fix the NOVA_SCHED_EXT_* / NOVA_FILTERS settings in local.conf"
+    fi
+}
+
+function start_nova_sched_ext_scheduler {
+    if ! is_service_enabled n-sch || ! _nova_sched_ext_own_scheduler; then
+        return 0
+    fi
+    echo_summary "Running n-sch as nova-sched-ext-scheduler"
+    # lib/nova has started nova-scheduler; the service keeps its name so
+    # that everything that looks for n-sch still finds it.
+    stop_process n-sch
+    run_process n-sch \
+        "$NOVA_BIN_DIR/nova-sched-ext-scheduler --config-file $NOVA_CONF"
+}
+
+function configure_tempest_for_nova_sched_ext {
+    local weigher=False classes multiplier
+    classes=$(iniget "$NOVA_CONF" filter_scheduler weight_classes)
+    multiplier=$(iniget "$NOVA_CONF" nova_sched_ext numa_slot_weight_multiplier)
+    if [[ ",$classes," == *",nova_sched_ext.weighers.all_weighers,"* ||
+          ",$classes," == *"NUMASlotWeigher,"* ]]; then
+        if [[ -z "$multiplier" ]] || \
+                awk -v m="$multiplier" 'BEGIN { exit !(m > 0) }'; then
+            weigher=True
+        fi
+    fi
+    iniset "$TEMPEST_CONFIG" nova_sched_ext slot_weigher "$weigher"
+
+    # The slot weigher scenario creates the first reference flavor itself
+    # and waits for the weigher to load it.
+    local references interval
+    references=$(iniget "$NOVA_CONF" nova_sched_ext numa_slot_reference_flavors)
+    interval=$(iniget "$NOVA_CONF" nova_sched_ext \
+        numa_slot_reference_refresh_interval)
+    iniset "$TEMPEST_CONFIG" nova_sched_ext slot_reference_flavor \
+        "${references%%,*}"
+    iniset "$TEMPEST_CONFIG" nova_sched_ext slot_reference_refresh_interval \
+        "${interval:-300}"
+
+    iniset "$TEMPEST_CONFIG" nova_sched_ext deployment_sets \
+        "$NOVA_SCHED_EXT_TEMPEST_DEPLOYMENT_SETS"
+    iniset "$TEMPEST_CONFIG" nova_sched_ext preemption \
+        "$NOVA_SCHED_EXT_PREEMPTION"
+}
+
+# Undo configure_nova_sched_ext and configure_tempest_for_nova_sched_ext.
+function unconfigure_nova_sched_ext {
+    local conf=$NOVA_CONF value option
+    if [[ -f "$conf" ]]; then
+        value=$(iniget_multiline "$conf" filter_scheduler available_filters)
+        if [[ " $value " == *" $NOVA_SCHED_EXT_AVAILABLE_FILTERS "* ]]; then
+            value=$(_nova_sched_ext_without "${value// /,}" \
+                "$NOVA_SCHED_EXT_AVAILABLE_FILTERS")
+            inidelete "$conf" filter_scheduler available_filters
+            if [[ -n "$value" ]]; then
+                iniadd "$conf" filter_scheduler available_filters ${value//,/ }
+            fi
+        fi
+        value=$(iniget "$conf" filter_scheduler enabled_filters)
+        if [[ -n "$value" && -n "$NOVA_SCHED_EXT_FILTERS" ]]; then
+            iniset "$conf" filter_scheduler enabled_filters \
+                "$(_nova_sched_ext_without "$value" "$NOVA_SCHED_EXT_FILTERS")"
+        fi
+        value=$(iniget "$conf" filter_scheduler weight_classes)
+        if [[ -n "$value" && -n "$NOVA_SCHED_EXT_WEIGHT_CLASSES" ]]; then
+            iniset "$conf" filter_scheduler weight_classes \
+                "$(_nova_sched_ext_without "$value" \
+                    "$NOVA_SCHED_EXT_WEIGHT_CLASSES")"
+        fi
+        for option in $(_nova_sched_ext_options 2>/dev/null); do
+            inidelete "$conf" nova_sched_ext "$option"
+        done
+    fi
+    local fake_conf
+    for fake_conf in "${NOVA_FAKE_CONF}"-*; do
+        if [[ -f "$fake_conf" ]]; then
+            inidelete "$fake_conf" nova_sched_ext_fake_virt numa_topology
+            if [[ "$(iniget "$fake_conf" DEFAULT compute_driver)" == \
+                    "$NOVA_SCHED_EXT_FAKE_DRIVER" ]]; then
+                inidelete "$fake_conf" DEFAULT compute_driver
+            fi
+        fi
+    done
+    if [[ -n "$TEMPEST_CONFIG" && -f "$TEMPEST_CONFIG" ]]; then
+        for option in slot_weigher slot_reference_flavor \
+                slot_reference_refresh_interval deployment_sets preemption; do
+            inidelete "$TEMPEST_CONFIG" nova_sched_ext "$option"
+        done
+    fi
+}
+
+if [[ "$1" == "stack" ]]; then
+    case "$2" in
+        install)
+            echo_summary "Installing nova-sched-ext"
+            install_nova_sched_ext
+            ;;
+        post-config)
+            echo_summary "Configuring nova-sched-ext"
+            configure_nova_sched_ext
+            check_nova_sched_ext_config
+            ;;
+        extra)
+            start_nova_sched_ext_scheduler
+            if [[ "$NOVA_SCHED_EXT_FAKE_VIRT" == "True" ]] && \
+                    is_service_enabled n-cpu; then
+                start_nova_sched_ext_fake_computes
+            fi
+            ;;
+        test-config)
+            if is_service_enabled tempest; then
+                echo_summary "Configuring tempest for nova-sched-ext"
+                configure_tempest_for_nova_sched_ext
+            fi
+            ;;
+    esac
+fi
+
+if [[ "$1" == "unstack" ]]; then
+    unconfigure_nova_sched_ext
+fi
+
+if [[ "$1" == "clean" ]]; then
+    unconfigure_nova_sched_ext
+    pip_uninstall nova-sched-ext
+fi
