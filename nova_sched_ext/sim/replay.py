@@ -133,7 +133,8 @@ class Result:
     filters: list = dataclasses.field(default_factory=list)
     weighers: list = dataclasses.field(default_factory=list)
     settings: dict = dataclasses.field(default_factory=dict)
-    # one sample every ``sample_every`` requests, and one at the end
+    # with ``sample_every``: one sample before the first request and one
+    # every ``sample_every`` requests; always one at the end
     samples: list = dataclasses.field(default_factory=list)
     # per request, in replay order: the host name, or None if rejected
     placements: list = dataclasses.field(default_factory=list)
@@ -500,6 +501,10 @@ class Simulator(object):
     def _run(self, requests):
         result = self.result = self._new_result()
         started = time.perf_counter()
+        if self.sample_every:
+            # Hosts that no request touches are counted once: the final
+            # count reuses this one.
+            self._sample(0)
         departures = []
         for index, request in enumerate(requests):
             while departures and departures[0][0] <= request.arrival:

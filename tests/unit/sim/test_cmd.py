@@ -83,7 +83,7 @@ class TestCommand(base.SimTestCase):
         with open(png, 'rb') as f:
             self.assertEqual(b'\x89PNG', f.read(4))
         [results] = outputs.values()
-        self.assertEqual([2, 4, 6, 8],
+        self.assertEqual([0, 2, 4, 6, 8],
                          [s['request'] for s in results[0].samples])
 
     def test_set_overrides_an_option(self):

@@ -290,6 +290,8 @@ class TestSlots(base.SimTestCase):
         self.assertEqual({'h0': (1, 1), 'h1': (1, 1)}, by_host)
         self.assertEqual({big.name: 2, whole.name: 2},
                          result.large_slots_left)
-        self.assertEqual([{'request': 1, 'placed': 1, 'rejected': 0,
+        self.assertEqual([{'request': 0, 'placed': 0, 'rejected': 0,
+                           'slots': {big.name: 3, whole.name: 3}},
+                          {'request': 1, 'placed': 1, 'rejected': 0,
                            'slots': {big.name: 2, whole.name: 2}}],
                          result.samples)
