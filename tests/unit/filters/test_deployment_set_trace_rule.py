@@ -24,8 +24,10 @@ Random groups are placed one member at a time; at every step the hosts the
 filter keeps must be exactly the hosts the rule allows.
 """
 
+import logging
 import random
 
+import fixtures
 from nova import objects
 from oslo_config import fixture as config_fixture
 import testtools
@@ -46,6 +48,10 @@ class TestTraceFaultDomainRule(testtools.TestCase):
     def setUp(self):
         super().setUp()
         cloud.register_objects()
+        # Thousands of per-host debug lines; Nova's test fixtures of an
+        # earlier test in the same worker may have left debug logging on.
+        self.useFixture(fixtures.FakeLogger(name='nova_sched_ext',
+                                            level=logging.INFO))
         self.conf = self.useFixture(config_fixture.Config(conf.CONF))
         self.conf.config(group='nova_sched_ext',
                          deployment_set_domain_key=cloud.FAILURE_DOMAIN_KEY,
