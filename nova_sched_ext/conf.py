@@ -46,8 +46,11 @@ numa_fit_filter_opts = [
 numa_slot_weigher_opts = [
     cfg.FloatOpt(
         'numa_slot_weight_multiplier',
-        default=1.0,
-        help='Multiplier of NUMASlotWeigher. Positive values prefer the host '
+        default=10.0,
+        help='Multiplier of NUMASlotWeigher. The default, 10, outweighs '
+             "Nova's default spreading weighers (RAM, CPU and disk at 1.0), "
+             'which would otherwise undo the slot protection. Positive '
+             'values prefer the host '
              'where the request destroys the fewest slots of the reference '
              'flavors (and, among equals, the fuller host); negative values '
              'do the opposite; 0 disables it. An aggregate can override it '

@@ -52,6 +52,18 @@ from nova_sched_ext.fit import engine
 LOG = logging.getLogger(__name__)
 CONF = conf.CONF
 
+#: Settings the documentation recommends beside the weigher (and the
+#: simulator's ``numa-slot`` preset applies): a multiplier that outweighs
+#: the weighers still active, and no RAM/CPU/disk spreading, which works
+#: against slot protection; the weigher's own tie-break (the fuller host)
+#: decides among equal losses.
+RECOMMENDED_SETTINGS = {
+    'nova_sched_ext.numa_slot_weight_multiplier': 10.0,
+    'filter_scheduler.ram_weight_multiplier': 0.0,
+    'filter_scheduler.cpu_weight_multiplier': 0.0,
+    'filter_scheduler.disk_weight_multiplier': 0.0,
+}
+
 
 class ReferenceFlavors:
     """The reference flavors' shapes and weights, cached and refreshed.
