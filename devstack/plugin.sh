@@ -33,7 +33,7 @@ NOVA_SCHED_EXT_NOVA_WEIGHT_CLASSES=nova.scheduler.weights.all_weighers
 # Plugin variables that are not [nova_sched_ext] options.
 NOVA_SCHED_EXT_CONTROL_VARIABLES="DIR FILTERS WEIGHT_CLASSES PREEMPTION
 DEPLOYMENT_SET_LOCKING SCHEDULER FAKE_VIRT FAKE_NUMA_TOPOLOGIES
-TEMPEST_DEPLOYMENT_SETS CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE
+CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE
 AVAILABLE_FILTERS NOVA_AVAILABLE_FILTERS NOVA_WEIGHT_CLASSES
 CONTROL_VARIABLES"
 
@@ -238,8 +238,15 @@ function configure_tempest_for_nova_sched_ext {
     iniset "$TEMPEST_CONFIG" nova_sched_ext slot_reference_refresh_interval \
         "${interval:-300}"
 
-    iniset "$TEMPEST_CONFIG" nova_sched_ext deployment_sets \
-        "$NOVA_SCHED_EXT_TEMPEST_DEPLOYMENT_SETS"
+    local deployment_sets=False domain_key
+    if [[ ",$(iniget "$NOVA_CONF" filter_scheduler enabled_filters)," == \
+            *",DeploymentSetFilter,"* ]]; then
+        deployment_sets=True
+    fi
+    domain_key=$(iniget "$NOVA_CONF" nova_sched_ext deployment_set_domain_key)
+    iniset "$TEMPEST_CONFIG" nova_sched_ext deployment_sets "$deployment_sets"
+    iniset "$TEMPEST_CONFIG" nova_sched_ext deployment_set_domain_key \
+        "${domain_key:-failure_domain}"
     iniset "$TEMPEST_CONFIG" nova_sched_ext preemption \
         "$NOVA_SCHED_EXT_PREEMPTION"
 }
@@ -284,7 +291,8 @@ function unconfigure_nova_sched_ext {
     done
     if [[ -n "$TEMPEST_CONFIG" && -f "$TEMPEST_CONFIG" ]]; then
         for option in slot_weigher slot_reference_flavor \
-                slot_reference_refresh_interval deployment_sets preemption; do
+                slot_reference_refresh_interval deployment_sets \
+                deployment_set_domain_key preemption; do
             inidelete "$TEMPEST_CONFIG" nova_sched_ext "$option"
         done
     fi

@@ -52,8 +52,14 @@ NovaSchedExtGroup = [
     cfg.BoolOpt(
         'deployment_sets',
         default=False,
-        help='Deployment sets (DeploymentSetFilter and the package '
-             'scheduler) are enabled.'),
+        help='Deployment sets are enabled: DeploymentSetFilter runs, '
+             'preferably under nova-sched-ext-scheduler, which serialises '
+             'the members of a set.'),
+    cfg.StrOpt(
+        'deployment_set_domain_key',
+        default='failure_domain',
+        help="nova.conf's [nova_sched_ext] deployment_set_domain_key: the "
+             'aggregate metadata key naming a failure domain.'),
     cfg.BoolOpt(
         'preemption',
         default=False,

@@ -137,19 +137,30 @@ class NUMASchedulingTest(base.BaseV2ComputeAdminTest):
 
     # -- availability zones ------------------------------------------------
 
-    def create_zone(self, hosts):
-        """An availability zone holding exactly these hosts."""
+    def create_aggregate(self, hosts, zone=False, metadata=None):
+        """A host aggregate of these hosts, removed when the test ends.
+
+        :param zone: make it an availability zone of the same name
+        :returns: the aggregate's name
+        """
         name = data_utils.rand_name(prefix=CONF.resource_name_prefix,
-                                    name='nse-zone')
+                                    name='nse-zone' if zone else 'nse-agg')
         aggregate = self.admin_aggregates_client.create_aggregate(
-            name=name, availability_zone=name)['aggregate']
+            name=name, availability_zone=name if zone else None)['aggregate']
         self.addCleanup(self.admin_aggregates_client.delete_aggregate,
                         aggregate['id'])
+        if metadata:
+            self.admin_aggregates_client.set_metadata(aggregate['id'],
+                                                      metadata=metadata)
         for host in sorted(hosts):
             self.admin_aggregates_client.add_host(aggregate['id'], host=host)
             self.addCleanup(self.admin_aggregates_client.remove_host,
                             aggregate['id'], host=host)
         return name
+
+    def create_zone(self, hosts):
+        """An availability zone holding exactly these hosts."""
+        return self.create_aggregate(hosts, zone=True)
 
     # -- flavors -------------------------------------------------------------
 
@@ -162,18 +173,20 @@ class NUMASchedulingTest(base.BaseV2ComputeAdminTest):
 
     # -- servers -------------------------------------------------------------
 
-    def boot(self, flavor, zone, wait_until='ACTIVE'):
+    def boot(self, flavor, zone, wait_until='ACTIVE', hints=None):
         """Boot a server into the zone; it is deleted when the test ends.
 
+        :param hints: scheduler hints (``os:scheduler_hints``)
         :returns: the server as the admin sees it (with its host).
         """
+        extra = {'scheduler_hints': hints} if hints else {}
         server = self.servers_client.create_server(
             name=data_utils.rand_name(prefix=CONF.resource_name_prefix,
                                       name=self.__class__.__name__),
             imageRef=CONF.compute.image_ref,
             flavorRef=flavor['id'],
             availability_zone=zone,
-            networks='none')['server']
+            networks='none', **extra)['server']
         # Cleanups run last-in first-out: delete, then wait for it.
         self.addCleanup(waiters.wait_for_server_termination,
                         self.servers_client, server['id'], ignore_error=True)
