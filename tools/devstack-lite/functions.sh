@@ -1,0 +1,167 @@
+# devstack-lite: the part of devstack that devstack/plugin.sh relies on.
+#
+# Sourced by run.sh. It provides, with devstack's names and meaning, the
+# functions the plugin calls (the ini helpers, trueorfalse,
+# is_service_enabled, run_process/stop_process, setup_develop, die, ...),
+# so that run.sh can source devstack/settings and run the phases of
+# devstack/plugin.sh exactly as stack.sh does. It is written for this
+# purpose and implements only what the plugin uses.
+#
+# Services run as background processes in their own process group (setsid),
+# with their output in $LOGDIR/<service>.log and their pid in
+# $PIDDIR/<service>.pid, instead of systemd units.
+
+: "${LITE_DIR:?}" "${VENV:?}" "${LOGDIR:?}" "${PIDDIR:?}"
+
+LITE_INI="$LITE_DIR/ini.py"
+
+# -- ini helpers (devstack inc/ini-config) ---------------------------------
+
+function _lite_ini {
+    # devstack's helpers accept -sudo as the first argument.
+    python3 "$LITE_INI" "$@"
+}
+
+function iniset {
+    [[ "$1" == "-sudo" ]] && shift
+    _lite_ini set "$1" "$2" "$3" "$4"
+}
+
+function iniset_multiline {
+    [[ "$1" == "-sudo" ]] && shift
+    local file=$1 section=$2 option=$3
+    shift 3
+    _lite_ini set-multi "$file" "$section" "$option" "$@"
+}
+
+function iniadd {
+    [[ "$1" == "-sudo" ]] && shift
+    local file=$1 section=$2 option=$3
+    shift 3
+    _lite_ini add "$file" "$section" "$option" "$@"
+}
+
+function iniget {
+    [[ -f "$1" ]] || return 0
+    _lite_ini get "$1" "$2" "$3"
+}
+
+function iniget_multiline {
+    [[ -f "$1" ]] || return 0
+    _lite_ini get-multi "$1" "$2" "$3"
+}
+
+function ini_has_option {
+    [[ "$1" == "-sudo" ]] && shift
+    [[ -f "$1" ]] || return 1
+    _lite_ini has "$1" "$2" "$3"
+}
+
+function inidelete {
+    [[ "$1" == "-sudo" ]] && shift
+    _lite_ini delete "$1" "$2" "$3"
+}
+
+# -- general helpers (devstack functions-common) ---------------------------
+
+function trueorfalse {
+    local default=$1 name=$2
+    local value=${!name:-$default}
+    case "${value,,}" in
+        1|yes|true|on) echo True ;;
+        0|no|false|off) echo False ;;
+        *) echo "$default" ;;
+    esac
+}
+
+function die {
+    local line=""
+    if [[ "$1" =~ ^[0-9]+$ ]]; then
+        line=" (line $1)"
+        shift
+    fi
+    echo "[ERROR]${line} $*" >&2
+    exit 1
+}
+
+function warn {
+    [[ "$1" =~ ^[0-9]+$ ]] && shift
+    echo "[WARNING] $*" >&2
+}
+
+function echo_summary {
+    printf '%s | %s\n' "$(date +%H:%M:%S)" "$*"
+}
+
+function is_service_enabled {
+    local service
+    for service in "$@"; do
+        if [[ ",$ENABLED_SERVICES," == *",$service,"* ]]; then
+            return 0
+        fi
+        # devstack's special cases: the group "nova", and the fake
+        # computes n-cpu-1, n-cpu-2, ... which n-cpu enables.
+        if [[ "$service" == "nova" && ",$ENABLED_SERVICES," == *",n-"* ]]; then
+            return 0
+        fi
+        if [[ "$service" == n-cpu-* && ",$ENABLED_SERVICES," == *",n-cpu,"* ]]; then
+            return 0
+        fi
+    done
+    return 1
+}
+
+# -- python (devstack inc/python) ------------------------------------------
+
+function setup_develop {
+    local project_dir=$1
+    echo_summary "pip install -e $project_dir"
+    "$VENV/bin/python" -m pip install --quiet --no-input -e "$project_dir" \
+        >> "$LOGDIR/pip.log" 2>&1 || {
+        tail -n 30 "$LOGDIR/pip.log" >&2
+        die $LINENO "pip install -e $project_dir failed"
+    }
+}
+
+function pip_uninstall {
+    "$VENV/bin/python" -m pip uninstall --quiet --yes "$@" \
+        >> "$LOGDIR/pip.log" 2>&1
+}
+
+# -- processes (devstack functions-common run_process/stop_process) ---------
+
+# run_process service "command" [group] [user] [env_vars]
+function run_process {
+    local service=$1 command=$2 env_vars=${5:-}
+    is_service_enabled "$service" || return 0
+    if [[ -s "$PIDDIR/$service.pid" ]]; then
+        stop_process "$service"
+    fi
+    echo_summary "starting $service: $command"
+    printf '\n==== %s starting: %s\n' "$(date '+%F %T')" "$command" \
+        >> "$LOGDIR/$service.log"
+    # shellcheck disable=SC2086
+    setsid env $env_vars bash -c "exec $command" \
+        >> "$LOGDIR/$service.log" 2>&1 < /dev/null &
+    echo $! > "$PIDDIR/$service.pid"
+}
+
+# The process group of a service started by run_process is its pid.
+function stop_process {
+    local service=$1 pid waited
+    [[ -s "$PIDDIR/$service.pid" ]] || return 0
+    pid=$(cat "$PIDDIR/$service.pid")
+    rm -f "$PIDDIR/$service.pid"
+    kill -TERM -- "-$pid" 2>/dev/null || return 0
+    for waited in $(seq 1 50); do
+        kill -0 -- "-$pid" 2>/dev/null || return 0
+        sleep 0.2
+    done
+    echo_summary "$service (pid $pid) did not stop in 10 s; killing it"
+    kill -KILL -- "-$pid" 2>/dev/null || true
+}
+
+function is_process_running {
+    local service=$1
+    [[ -s "$PIDDIR/$service.pid" ]] && kill -0 "$(cat "$PIDDIR/$service.pid")" 2>/dev/null
+}

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""API-side steps of devstack-lite, run with the lite virtualenv's python.
+
+``wait-http URL [--timeout S]``
+    Wait until URL answers HTTP (any status below 500).
+``keystone-setup``
+    What devstack's lib/keystone and the service libs do through the
+    openstack client: the ``service`` project, the ``nova`` and
+    ``placement`` service users (roles admin and service), and the
+    services and endpoints of compute, placement, image and network.
+``nova-setup``
+    Create the flavors tempest's ``flavor_ref`` options name, then wait
+    until every fake compute is a hypervisor in Nova and a resource provider
+    with its NUMA layout trait in placement; print the hosts.
+
+The endpoints and credentials come from ``NSE_LITE_*`` environment
+variables set by run.sh.
+"""
+
+import argparse
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+ENV = os.environ
+
+
+def wait_http(url, timeout):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                return exc.code
+            last = exc
+        except (urllib.error.URLError, OSError) as exc:
+            last = exc
+        time.sleep(0.5)
+    sys.exit('%s did not answer within %d s (last error: %s)'
+             % (url, timeout, last))
+
+
+def _admin_session():
+    from keystoneauth1.identity import v3
+    from keystoneauth1 import session
+
+    auth = v3.Password(auth_url=ENV['NSE_LITE_KEYSTONE_URL'],
+                       username='admin',
+                       password=ENV['NSE_LITE_PASSWORD'],
+                       project_name='admin',
+                       user_domain_id='default',
+                       project_domain_id='default')
+    return session.Session(auth=auth)
+
+
+class Identity:
+    """The few identity v3 calls the setup needs, idempotent."""
+
+    def __init__(self, sess):
+        self.sess = sess
+        self.url = ENV['NSE_LITE_KEYSTONE_URL'] + '/v3'
+
+    def _find(self, collection, **query):
+        found = self.sess.get('%s/%s' % (self.url, collection),
+                              params=query).json()[collection]
+        return found[0] if found else None
+
+    def _create(self, collection, body):
+        key = collection[:-1]
+        return self.sess.post('%s/%s' % (self.url, collection),
+                              json={key: body}).json()[key]
+
+    def ensure(self, collection, body, **query):
+        return self._find(collection, **query) or self._create(collection,
+                                                               body)
+
+    def grant(self, project, user, role_name):
+        role = self._find('roles', name=role_name)
+        if role is None:
+            sys.exit('keystone has no role %r (keystone-manage bootstrap '
+                     'creates admin, member, reader and service)' % role_name)
+        self.sess.put('%s/projects/%s/users/%s/roles/%s'
+                      % (self.url, project['id'], user['id'], role['id']))
+
+
+def keystone_setup(args):
+    identity = Identity(_admin_session())
+    region = ENV.get('NSE_LITE_REGION', 'RegionOne')
+    service_project = identity.ensure(
+        'projects', {'name': 'service', 'domain_id': 'default',
+                     'description': 'devstack-lite service users'},
+        name='service', domain_id='default')
+    for name in ('nova', 'placement'):
+        user = identity.ensure(
+            'users', {'name': name, 'domain_id': 'default',
+                      'password': ENV['NSE_LITE_PASSWORD'],
+                      'default_project_id': service_project['id']},
+            name=name, domain_id='default')
+        for role in ('admin', 'service'):
+            identity.grant(service_project, user, role)
+    for name, service_type, url in (
+            ('nova', 'compute', ENV['NSE_LITE_NOVA_URL'] + '/v2.1'),
+            ('placement', 'placement', ENV['NSE_LITE_PLACEMENT_URL']),
+            ('glance', 'image', ENV['NSE_LITE_STUB_URL'] + '/image'),
+            ('neutron', 'network', ENV['NSE_LITE_STUB_URL'] + '/network')):
+        service = identity.ensure(
+            'services', {'name': name, 'type': service_type,
+                         'enabled': True},
+            type=service_type)
+        for interface in ('public', 'internal'):
+            identity.ensure(
+                'endpoints', {'service_id': service['id'], 'url': url,
+                              'interface': interface, 'region_id': region},
+                service_id=service['id'], interface=interface)
+        print('%-10s %s' % (service_type, url))
+    return 0
+
+
+def nova_setup(args):
+    from keystoneauth1 import adapter
+
+    sess = _admin_session()
+    compute = adapter.Adapter(sess, service_type='compute',
+                              interface='public',
+                              default_microversion='2.53')
+    placement = adapter.Adapter(sess, service_type='placement',
+                                interface='public',
+                                default_microversion='1.6')
+
+    for flavor_id, name, ram, vcpus, disk in (
+            ('42', 'm1.lite', 256, 1, 1), ('84', 'm1.lite.alt', 512, 1, 1)):
+        response = compute.get('/flavors/%s' % flavor_id,
+                               raise_exc=False)
+        if response.status_code == 404:
+            compute.post('/flavors', json={'flavor': {
+                'id': flavor_id, 'name': name, 'ram': ram, 'vcpus': vcpus,
+                'disk': disk}})
+
+    deadline = time.monotonic() + args.timeout
+    hosts = {}
+    while time.monotonic() < deadline:
+        hypervisors = compute.get(
+            '/os-hypervisors/detail').json()['hypervisors']
+        hosts = {}
+        for hypervisor in hypervisors:
+            if hypervisor['state'] != 'up':
+                continue
+            traits = placement.get(
+                '/resource_providers/%s/traits' % hypervisor['id'],
+                raise_exc=False)
+            if traits.status_code != 200:
+                continue
+            layouts = [t for t in traits.json()['traits']
+                       if t.startswith('CUSTOM_NSE_NUMA_')]
+            if layouts:
+                hosts[hypervisor['service']['host']] = layouts[0]
+        if len(hosts) >= args.computes:
+            break
+        time.sleep(2)
+    for host in sorted(hosts):
+        print('%-16s %s' % (host, hosts[host]))
+    if len(hosts) < args.computes:
+        sys.exit('only %d of %d computes are up with a NUMA layout trait '
+                 'after %d s' % (len(hosts), args.computes, args.timeout))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    sub = parser.add_subparsers(dest='command', required=True)
+    wait = sub.add_parser('wait-http')
+    wait.add_argument('url')
+    wait.add_argument('--timeout', type=int, default=60)
+    sub.add_parser('keystone-setup')
+    nova = sub.add_parser('nova-setup')
+    nova.add_argument('--computes', type=int, required=True)
+    nova.add_argument('--timeout', type=int, default=180)
+    args = parser.parse_args(argv)
+    if args.command == 'wait-http':
+        wait_http(args.url, args.timeout)
+        return 0
+    if args.command == 'keystone-setup':
+        return keystone_setup(args)
+    return nova_setup(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,583 @@
+#!/usr/bin/env bash
+# devstack-lite: the nova-sched-ext devstack integration, run for real here.
+#
+#   tools/devstack-lite/run.sh          (or: tox -e e2e)
+#
+# Brings up an OpenStack cloud on this machine, one process per service,
+# configured the way devstack configures it with the plugin enabled, then
+# runs the plugin's tempest tests against it and tears it all down:
+#
+# * its own virtualenv ($NSE_LITE_WORK/venv) with keystone, placement, nova
+#   and tempest from PyPI (tools/devstack-lite/requirements.txt);
+# * keystone, placement and nova-api served by gunicorn; nova-conductor,
+#   the scheduler and NUMBER_FAKE_NOVA_COMPUTE (3) nova-compute processes on
+#   the package's fake NUMA virt driver; a stand-in for the image and network
+#   APIs (stub_services.py); MariaDB databases nse_* and a RabbitMQ vhost of
+#   its own;
+# * nova.conf written like lib/nova writes it, then by sourcing
+#   devstack/settings and running the phases of devstack/plugin.sh (install,
+#   post-config, extra, test-config, and unstack at the end) with
+#   functions.sh standing in for devstack's functions;
+# * cells v2 (api_db sync, map_cell0, create_cell, db sync, discover_hosts);
+# * tempest init, tempest.conf like lib/tempest plus the plugin's
+#   test-config phase, then tempest run of nova_sched_ext.tempest_plugin.
+#
+# Every run starts clean (databases, vhost, work directory) and stops every
+# process it started, even on failure or Ctrl-C. Logs stay in
+# $NSE_LITE_WORK/logs; a failed run prints their last lines. The last lines
+# of the output are the tempest counts and the wall time.
+#
+# Environment (defaults in brackets):
+#   NSE_LITE_WORK        work directory [<repo>/.tox/devstack-lite]
+#   NSE_LITE_REUSE_VENV  1: keep an existing virtualenv [0: build a new one]
+#   NSE_LITE_PYTHON      interpreter for the virtualenv [python3]
+#   NSE_LITE_PORT_BASE   first of four consecutive TCP ports [35350]
+#   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
+#   NSE_LITE_RABBIT      RabbitMQ host:port, user guest/guest [127.0.0.1:5672]
+#   NSE_LITE_TIMEOUT     seconds for the whole run [1200]
+#   NSE_LITE_TEST_REGEX  tempest --regex [^nova_sched_ext\.tempest_plugin\.]
+#   NSE_LITE_KEEP_DBS    1: leave the databases for inspection [0]
+# and any devstack/plugin variable of tools/devstack-lite/localrc.
+set -o errexit -o pipefail
+
+LITE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$LITE_DIR/../.." && pwd)
+WORK=${NSE_LITE_WORK:-$REPO/.tox/devstack-lite}
+VENV=$WORK/venv
+LOGDIR=$WORK/logs
+PIDDIR=$WORK/pids
+ETC=$WORK/etc
+RUN_TIMEOUT=${NSE_LITE_TIMEOUT:-1200}
+PORT_BASE=${NSE_LITE_PORT_BASE:-35350}
+DB_URL=${NSE_LITE_DB_URL:-mysql+pymysql://root@127.0.0.1:3306}
+RABBIT=${NSE_LITE_RABBIT:-127.0.0.1:5672}
+RABBIT_VHOST=nse_lite
+TEST_REGEX=${NSE_LITE_TEST_REGEX:-'^nova_sched_ext\.tempest_plugin\.'}
+DATABASES="nse_keystone nse_placement nse_nova_api nse_nova nse_nova_cell0"
+PASSWORD=nse-lite-secret
+IMAGE_ID=5e1ec7ed-0000-4000-8000-00000000a1fe
+
+KEYSTONE_PORT=$PORT_BASE
+PLACEMENT_PORT=$((PORT_BASE + 1))
+NOVA_API_PORT=$((PORT_BASE + 2))
+STUB_PORT=$((PORT_BASE + 3))
+KEYSTONE_URL=http://127.0.0.1:$KEYSTONE_PORT
+PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
+NOVA_URL=http://127.0.0.1:$NOVA_API_PORT
+STUB_URL=http://127.0.0.1:$STUB_PORT
+
+export NSE_LITE_KEYSTONE_URL=$KEYSTONE_URL NSE_LITE_PLACEMENT_URL=$PLACEMENT_URL
+export NSE_LITE_NOVA_URL=$NOVA_URL NSE_LITE_STUB_URL=$STUB_URL
+export NSE_LITE_PASSWORD=$PASSWORD NSE_LITE_IMAGE_ID=$IMAGE_ID
+export PYTHONDONTWRITEBYTECODE=1
+
+STARTED=$SECONDS
+function elapsed {
+    local s=$((SECONDS - STARTED))
+    printf '%d:%02d' $((s / 60)) $((s % 60))
+}
+function step {
+    printf '\n=== [%s] %s\n' "$(elapsed)" "$*"
+}
+
+mkdir -p "$WORK"
+# One run at a time on this machine: the databases and ports are fixed.
+exec 9> "$WORK/.lock"
+if ! flock -n 9; then
+    echo "another devstack-lite run holds $WORK/.lock" >&2
+    exit 1
+fi
+
+rm -rf "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/data" "$WORK/tempest" \
+    "$WORK/tempest-workspace.yaml"
+mkdir -p "$LOGDIR" "$PIDDIR" "$ETC"
+
+# shellcheck source=tools/devstack-lite/functions.sh
+source "$LITE_DIR/functions.sh"
+
+# -- teardown, whatever happens ---------------------------------------------
+
+PLUGIN_CONFIGURED=false
+DATABASES_CREATED=false
+VHOST_CREATED=false
+
+function sql {
+    "$VENV/bin/python" - "$DB_URL" "$@" <<'PY'
+import sys
+from urllib.parse import urlsplit
+
+import pymysql
+
+url = urlsplit(sys.argv[1].replace('mysql+pymysql://', 'mysql://'))
+connection = pymysql.connect(host=url.hostname or '127.0.0.1',
+                             port=url.port or 3306,
+                             user=url.username or 'root',
+                             password=url.password or '')
+with connection.cursor() as cursor:
+    for statement in sys.argv[2:]:
+        cursor.execute(statement)
+connection.commit()
+PY
+}
+
+# Stop every service at once (stop_process one by one would wait for each
+# graceful shutdown in turn), then kill what is left after 15 s.
+function stop_all_services {
+    local pidfile pids=() pid waited
+    for pidfile in "$PIDDIR"/*.pid; do
+        [[ -s "$pidfile" ]] || continue
+        pids+=("$(cat "$pidfile")")
+        rm -f "$pidfile"
+    done
+    for pid in "${pids[@]}"; do
+        kill -TERM -- "-$pid" 2>/dev/null
+    done
+    local alive=true
+    for waited in $(seq 1 75); do
+        alive=false
+        for pid in "${pids[@]}"; do
+            if kill -0 -- "-$pid" 2>/dev/null; then
+                alive=true
+                break
+            fi
+        done
+        $alive || break
+        sleep 0.2
+    done
+    for pid in "${pids[@]}"; do
+        if kill -0 -- "-$pid" 2>/dev/null; then
+            echo "process group $pid did not stop in 15 s; killing it"
+            kill -KILL -- "-$pid" 2>/dev/null
+        fi
+    done
+}
+
+function show_logs {
+    local log
+    for log in "$LOGDIR"/*.log; do
+        [[ -s "$log" ]] || continue
+        printf '\n----- last lines of %s\n' "$log"
+        tail -n 25 "$log"
+    done
+}
+
+function teardown {
+    local status=$?
+    trap - EXIT
+    set +o errexit
+    step "teardown"
+    stop_all_services
+    if $PLUGIN_CONFIGURED; then
+        ( source "$REPO/devstack/plugin.sh" unstack ) \
+            >> "$LOGDIR/unstack.log" 2>&1 \
+            || echo "plugin.sh unstack failed; see $LOGDIR/unstack.log"
+        # Options left in the package's sections, or naming the package.
+        if awk '/^\[/ { section = $0; next }
+                NF && !/^[#;]/ && (section ~ /nova_sched_ext/ ||
+                                   /nova_sched_ext/) {
+                    print FILENAME ": " section " " $0; found = 1 }
+                END { exit !found }' "$NOVA_CONF" "$NOVA_FAKE_CONF"-* \
+                2>/dev/null; then
+            echo "plugin.sh unstack left the nova-sched-ext settings above"
+            [[ $status -eq 0 ]] && status=1
+        else
+            echo "plugin.sh unstack removed every nova-sched-ext setting"
+        fi
+    fi
+    if $DATABASES_CREATED && [[ "${NSE_LITE_KEEP_DBS:-0}" != 1 ]]; then
+        local statements=() db
+        for db in $DATABASES; do
+            statements+=("DROP DATABASE IF EXISTS $db")
+        done
+        sql "${statements[@]}" || echo "could not drop the databases"
+    fi
+    if $VHOST_CREATED; then
+        rabbitmqctl -q delete_vhost "$RABBIT_VHOST" > /dev/null 2>&1
+    fi
+    if [[ $status -ne 0 ]]; then
+        show_logs
+        echo
+        echo "devstack-lite FAILED (status $status); logs in $LOGDIR"
+    fi
+    echo "devstack-lite wall time: $(elapsed) (limit $((RUN_TIMEOUT / 60)) min)"
+    exit $status
+}
+trap teardown EXIT
+trap 'echo "interrupted"; exit 130' INT TERM
+
+function remaining {
+    echo $((RUN_TIMEOUT - (SECONDS - STARTED)))
+}
+
+# Wait until a service answers HTTP; stop early if its process is gone.
+function wait_http {
+    local service=$1 url=$2 timeout=${3:-90} started=$SECONDS
+    until "$VENV/bin/python" "$LITE_DIR/lite.py" wait-http "$url" \
+            --timeout 3 > /dev/null 2>&1; do
+        if ! is_process_running "$service"; then
+            die $LINENO "$service exited; see $LOGDIR/$service.log"
+        fi
+        if [[ $((SECONDS - started)) -ge $timeout ]]; then
+            die $LINENO "$service did not answer on $url in $timeout s"
+        fi
+    done
+    echo "$service answers on $url"
+}
+
+# Wait for a line of the service's current run (run_process marks each start).
+function wait_log {
+    local service=$1 pattern=$2 timeout=${3:-90} waited=0
+    until awk '/^==== / { run = "" } { run = run $0 "\n" }
+               END { printf "%s", run }' "$LOGDIR/$service.log" 2>/dev/null \
+            | grep -q "$pattern"; do
+        if ! is_process_running "$service"; then
+            die $LINENO "$service exited; see $LOGDIR/$service.log"
+        fi
+        if [[ $waited -ge $((timeout * 2)) ]]; then
+            die $LINENO "$service did not log '$pattern' in $timeout s"
+        fi
+        sleep 0.5
+        waited=$((waited + 1))
+    done
+}
+
+function port_in_use {
+    (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null
+}
+
+# -- preflight ----------------------------------------------------------------
+
+step "preflight"
+PYTHON=${NSE_LITE_PYTHON:-python3}
+"$PYTHON" - <<'PY' || die $LINENO "devstack-lite needs Python 3.11 or newer"
+import sys
+sys.exit(sys.version_info < (3, 11))
+PY
+for port in $KEYSTONE_PORT $PLACEMENT_PORT $NOVA_API_PORT $STUB_PORT; do
+    if port_in_use "$port"; then
+        die $LINENO "port $port is in use; set NSE_LITE_PORT_BASE to a" \
+            "free range of four ports"
+    fi
+done
+if ! port_in_use "${RABBIT##*:}"; then
+    die $LINENO "RabbitMQ does not answer on $RABBIT"
+fi
+command -v setsid > /dev/null || die $LINENO "setsid (util-linux) is missing"
+echo "ports $KEYSTONE_PORT-$STUB_PORT, work directory $WORK"
+
+# -- virtualenv -------------------------------------------------------------
+
+step "virtualenv with keystone, placement, nova and tempest from PyPI"
+if [[ "${NSE_LITE_REUSE_VENV:-0}" == 1 && -x "$VENV/bin/tempest" ]]; then
+    echo "reusing $VENV"
+else
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --no-input --upgrade pip \
+        >> "$LOGDIR/pip.log" 2>&1
+    if ! "$VENV/bin/python" -m pip install --no-input \
+            -r "$LITE_DIR/requirements.txt" >> "$LOGDIR/pip.log" 2>&1; then
+        tail -n 30 "$LOGDIR/pip.log"
+        die $LINENO "pip install failed; see $LOGDIR/pip.log"
+    fi
+fi
+"$VENV/bin/python" -m pip list 2>/dev/null \
+    | grep -Ei '^(keystone|openstack-placement|nova|tempest|gunicorn) ' \
+    | tr -s ' ' | paste -sd ',' | sed 's/,/, /g'
+
+# -- devstack variables, localrc, lib/nova defaults, plugin settings --------
+
+step "devstack variables and devstack/settings"
+DEST=$WORK
+DATA_DIR=$WORK/data
+declare -A GITDIR
+GITDIR[nova-sched-ext]=$REPO
+ENABLED_SERVICES=key,placement-api,n-api,n-cond,n-sch,n-cpu,tempest
+NOVA_BIN_DIR=$VENV/bin
+NOVA_CONF_DIR=$ETC/nova
+NOVA_CONF=$NOVA_CONF_DIR/nova.conf
+NOVA_CPU_CONF=$NOVA_CONF_DIR/nova-cpu.conf
+NOVA_FAKE_CONF=$NOVA_CONF_DIR/nova-fake.conf
+NOVA_STATE_PATH=$DATA_DIR/nova
+TEMPEST_DIR=$WORK/tempest
+TEMPEST_CONFIG=$TEMPEST_DIR/etc/tempest.conf
+# The fake computes are ${HOSTNAME}1, ${HOSTNAME}2, ... as in lib/nova.
+HOSTNAME=nse-lite-cpu
+# shellcheck source=tools/devstack-lite/localrc
+source "$LITE_DIR/localrc"
+# lib/nova's filter list, which devstack/settings then extends.
+NOVA_FILTERS="ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,SameHostFilter,DifferentHostFilter"
+# shellcheck source=devstack/settings
+source "$REPO/devstack/settings"
+echo "NOVA_FILTERS=$NOVA_FILTERS"
+
+step "plugin.sh stack install"
+source "$REPO/devstack/plugin.sh" stack install
+echo "n-sch runs: $( _nova_sched_ext_own_scheduler &&
+    echo nova-sched-ext-scheduler || echo nova-scheduler)"
+
+# -- databases and message queue --------------------------------------------
+
+step "databases ($DATABASES) and RabbitMQ vhost $RABBIT_VHOST"
+statements=()
+for db in $DATABASES; do
+    statements+=("DROP DATABASE IF EXISTS $db"
+                 "CREATE DATABASE $db CHARACTER SET utf8mb4")
+done
+DATABASES_CREATED=true
+sql "${statements[@]}"
+if command -v rabbitmqctl > /dev/null &&
+        rabbitmqctl -q list_vhosts > /dev/null 2>&1; then
+    rabbitmqctl -q delete_vhost "$RABBIT_VHOST" > /dev/null 2>&1 || true
+    rabbitmqctl -q add_vhost "$RABBIT_VHOST" > /dev/null
+    VHOST_CREATED=true
+    rabbitmqctl -q set_permissions -p "$RABBIT_VHOST" guest '.*' '.*' '.*' \
+        > /dev/null
+    TRANSPORT_URL=rabbit://guest:guest@$RABBIT/$RABBIT_VHOST
+else
+    echo "rabbitmqctl is not usable here: sharing RabbitMQ's default vhost"
+    TRANSPORT_URL=rabbit://guest:guest@$RABBIT/
+fi
+
+function db_url {
+    echo "$DB_URL/$1?charset=utf8"
+}
+
+# gunicorn serving a WSGI module's "application" (wsgi_app.py says why the
+# indirection).
+function gunicorn_command {
+    local module=$1 port=$2
+    echo "$VENV/bin/gunicorn --bind 127.0.0.1:$port --workers 1" \
+        "--worker-class gthread --threads 4 --timeout 300" \
+        "--graceful-timeout 5 --no-control-socket" \
+        "--pythonpath $LITE_DIR 'wsgi_app:load(\"$module\")'"
+}
+
+# Written like lib/keystone, lib/placement and lib/nova configure auth.
+function configure_auth_token {
+    local conf=$1 user=$2
+    iniset "$conf" keystone_authtoken www_authenticate_uri "$KEYSTONE_URL"
+    iniset "$conf" keystone_authtoken auth_url "$KEYSTONE_URL"
+    iniset "$conf" keystone_authtoken auth_type password
+    iniset "$conf" keystone_authtoken username "$user"
+    iniset "$conf" keystone_authtoken password "$PASSWORD"
+    iniset "$conf" keystone_authtoken project_name service
+    iniset "$conf" keystone_authtoken user_domain_name Default
+    iniset "$conf" keystone_authtoken project_domain_name Default
+    iniset "$conf" keystone_authtoken service_token_roles_required True
+}
+
+function configure_service_client {
+    local conf=$1 section=$2 user=$3
+    iniset "$conf" "$section" auth_type password
+    iniset "$conf" "$section" auth_url "$KEYSTONE_URL"
+    iniset "$conf" "$section" username "$user"
+    iniset "$conf" "$section" password "$PASSWORD"
+    iniset "$conf" "$section" project_name service
+    iniset "$conf" "$section" user_domain_name Default
+    iniset "$conf" "$section" project_domain_name Default
+    iniset "$conf" "$section" region_name RegionOne
+}
+
+# -- keystone ----------------------------------------------------------------
+
+step "keystone"
+KEYSTONE_CONF=$ETC/keystone/keystone.conf
+iniset "$KEYSTONE_CONF" database connection "$(db_url nse_keystone)"
+iniset "$KEYSTONE_CONF" token provider fernet
+iniset "$KEYSTONE_CONF" fernet_tokens key_repository "$ETC/keystone/fernet-keys"
+iniset "$KEYSTONE_CONF" credential key_repository "$ETC/keystone/credential-keys"
+mkdir -p "$ETC/keystone/fernet-keys" "$ETC/keystone/credential-keys"
+keystone_manage=("$VENV/bin/keystone-manage" --config-file "$KEYSTONE_CONF")
+{
+    "${keystone_manage[@]}" db_sync
+    "${keystone_manage[@]}" fernet_setup --keystone-user "$(id -un)" \
+        --keystone-group "$(id -gn)"
+    "${keystone_manage[@]}" credential_setup --keystone-user "$(id -un)" \
+        --keystone-group "$(id -gn)"
+    "${keystone_manage[@]}" bootstrap --bootstrap-password "$PASSWORD" \
+        --bootstrap-admin-url "$KEYSTONE_URL" \
+        --bootstrap-public-url "$KEYSTONE_URL" \
+        --bootstrap-internal-url "$KEYSTONE_URL" \
+        --bootstrap-region-id RegionOne
+} >> "$LOGDIR/keystone-manage.log" 2>&1 \
+    || die $LINENO "keystone-manage failed; see $LOGDIR/keystone-manage.log"
+run_process key "$(gunicorn_command keystone.wsgi.api "$KEYSTONE_PORT")" \
+    "" "" "OS_KEYSTONE_CONFIG_DIR=$ETC/keystone"
+wait_http key "$KEYSTONE_URL/v3"
+"$VENV/bin/python" "$LITE_DIR/lite.py" keystone-setup
+
+# -- placement and the image/network stand-ins --------------------------------
+
+step "placement and the image/network stand-ins"
+PLACEMENT_CONF=$ETC/placement/placement.conf
+iniset "$PLACEMENT_CONF" placement_database connection \
+    "$(db_url nse_placement)"
+iniset "$PLACEMENT_CONF" api auth_strategy keystone
+configure_auth_token "$PLACEMENT_CONF" placement
+"$VENV/bin/placement-manage" --config-file "$PLACEMENT_CONF" db sync \
+    >> "$LOGDIR/placement-manage.log" 2>&1 \
+    || die $LINENO "placement-manage db sync failed"
+run_process placement-api "$(gunicorn_command placement.wsgi.api \
+    "$PLACEMENT_PORT")" "" "" "OS_PLACEMENT_CONFIG_DIR=$ETC/placement"
+ENABLED_SERVICES+=",stub"
+run_process stub "$VENV/bin/gunicorn --bind 127.0.0.1:$STUB_PORT \
+    --workers 1 --threads 4 --no-control-socket --pythonpath $LITE_DIR \
+    stub_services:application" "" "" "NSE_LITE_IMAGE_ID=$IMAGE_ID"
+wait_http placement-api "$PLACEMENT_URL/"
+wait_http stub "$STUB_URL/image/"
+
+# -- nova.conf: lib/nova's create_nova_conf, then the plugin ----------------
+
+step "nova.conf (lib/nova) and plugin.sh stack post-config"
+mkdir -p "$NOVA_CONF_DIR" "$NOVA_STATE_PATH"
+cp "$VENV/etc/nova/api-paste.ini" "$NOVA_CONF_DIR/"
+iniset "$NOVA_CONF" DEFAULT debug True
+iniset "$NOVA_CONF" DEFAULT transport_url "$TRANSPORT_URL"
+iniset "$NOVA_CONF" DEFAULT state_path "$NOVA_STATE_PATH"
+iniset "$NOVA_CONF" DEFAULT my_ip 127.0.0.1
+iniset "$NOVA_CONF" DEFAULT host nse-lite
+# lib/nova_plugins/hypervisor-fake
+iniset "$NOVA_CONF" DEFAULT compute_driver fake.FakeDriverWithoutFakeNodes
+iniset "$NOVA_CONF" quota driver nova.quota.NoopQuotaDriver
+iniset "$NOVA_CONF" wsgi api_paste_config "$NOVA_CONF_DIR/api-paste.ini"
+iniset "$NOVA_CONF" api auth_strategy keystone
+iniset "$NOVA_CONF" api_database connection "$(db_url nse_nova_api)"
+iniset "$NOVA_CONF" database connection "$(db_url nse_nova)"
+iniset "$NOVA_CONF" oslo_concurrency lock_path "$DATA_DIR/lock"
+iniset "$NOVA_CONF" filter_scheduler enabled_filters "$NOVA_FILTERS"
+iniset "$NOVA_CONF" scheduler workers 1
+iniset "$NOVA_CONF" scheduler discover_hosts_in_cells_interval -1
+iniset "$NOVA_CONF" conductor workers 1
+iniset "$NOVA_CONF" vnc enabled False
+iniset "$NOVA_CONF" os_vif_ovs ovsdb_connection tcp:127.0.0.1:6640
+configure_auth_token "$NOVA_CONF" nova
+configure_service_client "$NOVA_CONF" placement placement
+configure_service_client "$NOVA_CONF" neutron nova
+configure_service_client "$NOVA_CONF" service_user nova
+iniset "$NOVA_CONF" service_user send_service_user_token True
+iniset "$NOVA_CONF" glance region_name RegionOne
+source "$REPO/devstack/plugin.sh" stack post-config
+PLUGIN_CONFIGURED=true
+
+# -- cells v2 -----------------------------------------------------------------
+
+step "cells v2: api_db sync, map_cell0, db sync, create_cell"
+nova_manage=("$VENV/bin/nova-manage" --config-file "$NOVA_CONF")
+{
+    "${nova_manage[@]}" api_db sync
+    "${nova_manage[@]}" cell_v2 map_cell0 \
+        --database_connection "$(db_url nse_nova_cell0)"
+    "${nova_manage[@]}" db sync
+    "${nova_manage[@]}" cell_v2 create_cell --name cell1 --verbose
+} >> "$LOGDIR/nova-manage.log" 2>&1 \
+    || die $LINENO "nova-manage failed; see $LOGDIR/nova-manage.log"
+
+# -- nova services ------------------------------------------------------------
+
+step "nova-api, nova-conductor, the scheduler, $NUMBER_FAKE_NOVA_COMPUTE computes"
+run_process n-api "$(gunicorn_command nova.wsgi.osapi_compute \
+    "$NOVA_API_PORT")" "" "" \
+    "OS_NOVA_CONFIG_DIR=$NOVA_CONF_DIR"
+run_process n-cond "$NOVA_BIN_DIR/nova-conductor --config-file $NOVA_CONF"
+run_process n-sch "$NOVA_BIN_DIR/nova-scheduler --config-file $NOVA_CONF"
+# lib/nova start_nova_compute: nova-cpu.conf is nova.conf without database
+# access; each fake compute adds its own file (host, state_path).
+cp "$NOVA_CONF" "$NOVA_CPU_CONF"
+inidelete "$NOVA_CPU_CONF" database connection
+inidelete "$NOVA_CPU_CONF" api_database connection
+for i in $(seq 1 "$NUMBER_FAKE_NOVA_COMPUTE"); do
+    fake_conf="${NOVA_FAKE_CONF}-${i}"
+    iniset "$fake_conf" DEFAULT host "${HOSTNAME}${i}"
+    iniset "$fake_conf" DEFAULT state_path "$NOVA_STATE_PATH/${HOSTNAME}${i}"
+    mkdir -p "$NOVA_STATE_PATH/${HOSTNAME}${i}"
+    run_process "n-cpu-${i}" \
+        "$NOVA_BIN_DIR/nova-compute --config-file $NOVA_CPU_CONF --config-file $fake_conf"
+done
+wait_http n-api "$NOVA_URL/" 120
+function wait_computes {
+    local i
+    for i in $(seq 1 "$NUMBER_FAKE_NOVA_COMPUTE"); do
+        wait_log "n-cpu-$i" "Starting compute node" 120
+    done
+}
+wait_computes
+# lib/nova's discover_hosts, until every compute is mapped.
+for attempt in $(seq 1 30); do
+    "${nova_manage[@]}" cell_v2 discover_hosts --verbose \
+        >> "$LOGDIR/nova-manage.log" 2>&1
+    mapped=$("${nova_manage[@]}" cell_v2 list_hosts 2>/dev/null \
+        | grep -c "${HOSTNAME}[0-9]" || true)
+    [[ $mapped -ge $NUMBER_FAKE_NOVA_COMPUTE ]] && break
+    sleep 2
+done
+echo "$mapped of $NUMBER_FAKE_NOVA_COMPUTE computes mapped to cell1"
+
+step "plugin.sh stack extra"
+source "$REPO/devstack/plugin.sh" stack extra
+wait_log n-sch "Starting scheduler node" 120
+wait_computes
+"$VENV/bin/python" "$LITE_DIR/lite.py" nova-setup \
+    --computes "$NUMBER_FAKE_NOVA_COMPUTE"
+
+# -- tempest -------------------------------------------------------------------
+
+step "tempest init, tempest.conf (lib/tempest) and plugin.sh stack test-config"
+"$VENV/bin/tempest" init --workspace-path "$WORK/tempest-workspace.yaml" \
+    "$TEMPEST_DIR" >> "$LOGDIR/tempest-init.log" 2>&1 \
+    || die $LINENO "tempest init failed; see $LOGDIR/tempest-init.log"
+iniset "$TEMPEST_CONFIG" DEFAULT log_file "$LOGDIR/tempest.log"
+iniset "$TEMPEST_CONFIG" DEFAULT use_stderr False
+iniset "$TEMPEST_CONFIG" auth use_dynamic_credentials True
+iniset "$TEMPEST_CONFIG" auth create_isolated_networks False
+iniset "$TEMPEST_CONFIG" auth admin_username admin
+iniset "$TEMPEST_CONFIG" auth admin_password "$PASSWORD"
+iniset "$TEMPEST_CONFIG" auth admin_project_name admin
+iniset "$TEMPEST_CONFIG" auth admin_domain_name Default
+iniset "$TEMPEST_CONFIG" identity uri_v3 "$KEYSTONE_URL/v3"
+iniset "$TEMPEST_CONFIG" identity auth_version v3
+iniset "$TEMPEST_CONFIG" identity region RegionOne
+iniset "$TEMPEST_CONFIG" identity-feature-enabled api_v2 False
+iniset "$TEMPEST_CONFIG" compute image_ref "$IMAGE_ID"
+iniset "$TEMPEST_CONFIG" compute image_ref_alt "$IMAGE_ID"
+iniset "$TEMPEST_CONFIG" compute flavor_ref 42
+iniset "$TEMPEST_CONFIG" compute flavor_ref_alt 84
+iniset "$TEMPEST_CONFIG" compute min_microversion 2.1
+iniset "$TEMPEST_CONFIG" compute max_microversion latest
+iniset "$TEMPEST_CONFIG" compute build_timeout 120
+iniset "$TEMPEST_CONFIG" compute-feature-enabled scheduler_enabled_filters \
+    "$NOVA_FILTERS"
+iniset "$TEMPEST_CONFIG" placement min_microversion 1.0
+iniset "$TEMPEST_CONFIG" placement max_microversion latest
+iniset "$TEMPEST_CONFIG" validation run_validation False
+iniset "$TEMPEST_CONFIG" service_available nova True
+iniset "$TEMPEST_CONFIG" service_available glance True
+iniset "$TEMPEST_CONFIG" service_available neutron False
+iniset "$TEMPEST_CONFIG" service_available cinder False
+iniset "$TEMPEST_CONFIG" service_available swift False
+source "$REPO/devstack/plugin.sh" stack test-config
+
+step "tempest run --regex '$TEST_REGEX'"
+left=$(remaining)
+[[ $left -gt 60 ]] || die $LINENO "no time left for tempest ($left s)"
+tempest_status=0
+(
+    cd "$TEMPEST_DIR"
+    timeout --kill-after 10 "$left" "$VENV/bin/tempest" run --serial \
+        --regex "$TEST_REGEX"
+) 2>&1 | tee "$LOGDIR/tempest-run.log" || tempest_status=$?
+
+step "results"
+scheduler_evidence=$(grep -c 'Filter NUMAFitFilter returned' \
+    "$LOGDIR/n-sch.log" || true)
+echo "scheduler passes through NUMAFitFilter: $scheduler_evidence"
+grep -o 'NUMASlotWeigher reference flavors: .*' "$LOGDIR/n-sch.log" \
+    | tail -n 1 || true
+function count {
+    sed -n "s/^ - $1: *\([0-9]*\)$/\1/p" "$LOGDIR/tempest-run.log" | tail -n 1
+}
+passed=$(count Passed); failed=$(count Failed); skipped=$(count Skipped)
+echo "tempest: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
+if [[ $tempest_status -ne 0 || -z "$passed" || "${passed:-0}" -eq 0 ]]; then
+    exit 1
+fi
