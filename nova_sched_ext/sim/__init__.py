@@ -22,8 +22,9 @@
   ``HostFilterHandler`` / ``HostWeightHandler`` with the filters and
   weighers named in ``nova.conf`` and consumes resources with
   ``HostState.consume_from_request``, as the scheduler does.
-* :mod:`~nova_sched_ext.sim.fault_domain` is the simulator's stand-in for
-  the deployment-set filter (``fault_domain`` groups of the trace).
+* :mod:`~nova_sched_ext.sim.fault_domain` is the simulator's former
+  stand-in for the deployment-set filter; ``fault_domain`` groups of the
+  trace now go through DeploymentSetFilter unless it is named.
 * :mod:`~nova_sched_ext.sim.policies` holds the named weigher presets of
   ``nova-sched-ext-sim --policy`` / ``--compare``.
 * :mod:`~nova_sched_ext.sim.report` prints tables, JSON and plots.

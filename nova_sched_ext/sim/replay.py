@@ -43,8 +43,11 @@ resource tracker would report them.
 Server groups: ``affinity`` and ``anti-affinity`` requests carry an
 ``InstanceGroup`` with the group's current members and their hosts, as
 ``setup_instance_group`` fills it, so Nova's ServerGroupAffinityFilter and
-ServerGroupAntiAffinityFilter decide.  ``fault_domain`` requests go through
-the temporary :mod:`~nova_sched_ext.sim.fault_domain` filter.
+ServerGroupAntiAffinityFilter decide.  ``fault_domain`` requests are
+deployment sets of strategy ``partition`` and go through the package's
+DeploymentSetFilter (its members come from the replay, not a database); the
+older :mod:`~nova_sched_ext.sim.fault_domain` stand-in is used only when
+enabled_filters names it.
 """
 
 import dataclasses
@@ -60,6 +63,8 @@ from nova.scheduler import weights as nova_weights
 from nova.virt import hardware
 from oslo_log import log as logging
 
+from nova_sched_ext.deployment_set import members
+from nova_sched_ext.deployment_set import rules
 from nova_sched_ext.sim import cloud
 from nova_sched_ext.sim import fault_domain
 from nova_sched_ext.sim import slots
@@ -202,9 +207,37 @@ class _Group(object):
             policy=self.strategy, policies=[self.strategy], _rules={},
             members=list(self.members) + [new_member], hosts=hosts)
 
+    def deployment_set(self, new_member):
+        """The group as a deployment set of strategy ``partition``.
+
+        An anti-affinity server group whose ``max_server_per_host`` is
+        unbounded: the trace lets members of one partition share hosts, so
+        Nova's ServerGroupAntiAffinityFilter must not object.
+        """
+        hosts = sorted({host for host, _d, _p in self.members.values()})
+        return objects.InstanceGroup(
+            uuid=self.uuid, name='%s-%s' % (self.strategy, self.id),
+            project_id='sim-project', user_id='sim-user',
+            policy='anti-affinity', policies=['anti-affinity'],
+            rules={'max_server_per_host': str(UNBOUNDED_PER_HOST)},
+            members=list(self.members) + [new_member], hosts=hosts)
+
+    def deployment_set_members(self):
+        return [rules.Member(uuid=uuid, hosts=(host,), partition=partition,
+                             strategy='partition',
+                             domains=frozenset([domain]))
+                for uuid, (host, domain, partition) in self.members.items()]
+
     def racks_of_other_partitions(self, partition):
         return sorted({domain for _host, domain, other in
                        self.members.values() if other != partition})
+
+
+# The trace's groups reach about 130 members; deployment sets are capped at
+# [nova_sched_ext] deployment_set_max_size, which the simulator raises.
+TRACE_MAX_SET_SIZE = 1000
+UNBOUNDED_PER_HOST = 100000
+DEPLOYMENT_SET_FILTER = 'DeploymentSetFilter'
 
 
 def _named(classes, kind):
@@ -254,7 +287,8 @@ class Simulator(object):
         names = list(CONF.filter_scheduler.enabled_filters)
         if not any(n in names for n in
                    fault_domain.DEPLOYMENT_SET_FILTERS + (fault_domain.NAME,)):
-            names.append(fault_domain.NAME)
+            # The trace's fault_domain groups are deployment sets.
+            names.append(DEPLOYMENT_SET_FILTER)
         return names
 
     def _load_filters(self):
@@ -280,7 +314,23 @@ class Simulator(object):
              (fault_domain.NAME,)), None)
         if self.fast:
             names = self._fast_filters(names, by_name)
-        return [by_name[n]() for n in names]
+        loaded = [by_name[n]() for n in names]
+        for filter_ in loaded:
+            if type(filter_).__name__ == DEPLOYMENT_SET_FILTER:
+                # No database here: the members come from the replay.
+                filter_.member_source = members.StaticMemberSource(
+                    self._deployment_set_members)
+                CONF.set_override('deployment_set_max_size',
+                                  TRACE_MAX_SET_SIZE, group='nova_sched_ext')
+        return loaded
+
+    def _deployment_set_members(self, group_uuid):
+        for group in self.groups.values():
+            if group.uuid == group_uuid and \
+                    group.strategy == trace.FAULT_DOMAIN:
+                return group.deployment_set_members()
+        # Affinity and plain anti-affinity groups are no deployment sets.
+        return []
 
     @staticmethod
     def _fast_filters(names, by_name):
@@ -385,6 +435,11 @@ class Simulator(object):
         if request.strategy in (trace.AFFINITY, trace.ANTI_AFFINITY):
             return group, group.instance_group(instance_uuid), None
         if request.strategy == trace.FAULT_DOMAIN:
+            if self.fault_domain_filter == DEPLOYMENT_SET_FILTER:
+                hints = {'group': group.uuid,
+                         'deployment_set_strategy': 'partition',
+                         'deployment_set_partition': str(request.domain)}
+                return group, group.deployment_set(instance_uuid), hints
             return group, None, self._fault_domain_hints(group, request)
         raise SimulationError('unknown group strategy %r' % request.strategy)
 

@@ -65,7 +65,9 @@ class TestGroups(base.SimTestCase):
         # partition 2 finds both racks taken by other partitions
         self.assertIsNone(placed[5])
         self.assertEqual(1, result.rejected_by[trace.FAULT_DOMAIN])
-        self.assertIn('SimFaultDomainFilter', result.filters)
+        # The package's deployment-set filter enforced the rule.
+        self.assertIn('DeploymentSetFilter', result.filters)
+        self.assertNotIn('SimFaultDomainFilter', result.filters)
 
     def test_fault_domain_groups_are_independent(self):
         hosts = [host('a1', 'A', (32, 64)), host('b1', 'B', (32, 64))]
@@ -79,7 +81,7 @@ class TestGroups(base.SimTestCase):
         result, placed, _ = self.replay(hosts, requests)
         self.assertEqual(0, result.rejected)
 
-    def test_deployment_set_filter_not_translated_yet(self):
+    def test_fault_domain_goes_to_the_configured_deployment_set_filter(self):
         self.conf.config(
             group='filter_scheduler',
             available_filters=policies.SIM_AVAILABLE_FILTERS +
@@ -88,18 +90,26 @@ class TestGroups(base.SimTestCase):
         hosts = [host('a1', 'A', (32, 64))]
         requests = [request(0, 4, 4, strategy=trace.FAULT_DOMAIN, group='1',
                             domain=0)]
+        DeploymentSetFilter.seen = []
         simulator = replay.Simulator(hosts)
         self.assertNotIn('SimFaultDomainFilter',
                          [type(f).__name__ for f in simulator.filters])
-        exc = self.assertRaises(replay.SimulationError, simulator.run,
-                                requests)
-        self.assertIn('DeploymentSetFilter', str(exc))
+        result = simulator.run(requests)
+        self.assertEqual(1, result.placed)
+        # The request reached the filter as a deployment-set member.
+        self.assertEqual(1, len(DeploymentSetFilter.seen))
+        hints = DeploymentSetFilter.seen[0].scheduler_hints
+        self.assertEqual(['partition'], hints['deployment_set_strategy'])
+        self.assertEqual(['0'], hints['deployment_set_partition'])
 
 
 class DeploymentSetFilter(filters.BaseHostFilter):
     """Stands in for the package's deployment-set filter, by its name."""
 
+    seen = []
+
     def host_passes(self, host_state, spec_obj):
+        DeploymentSetFilter.seen.append(spec_obj)
         return True
 
 
@@ -220,7 +230,7 @@ class TestConfiguration(base.SimTestCase):
                          enabled_filters=['NUMATopologyFilter'])
         hosts, requests = self.two_small()
         result, _placed, _ = self.replay(hosts, requests)
-        self.assertEqual(['NUMATopologyFilter', 'SimFaultDomainFilter'],
+        self.assertEqual(['NUMATopologyFilter', 'DeploymentSetFilter'],
                          result.filters)
         self.assertEqual(['nova.scheduler.weights.ram.RAMWeigher'],
                          result.weighers)
