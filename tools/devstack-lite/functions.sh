@@ -130,6 +130,26 @@ function pip_uninstall {
 
 # -- processes (devstack functions-common run_process/stop_process) ---------
 
+# A process's start time (clock ticks since boot), which together with its
+# pid identifies it even after the pid is reused; empty if it is gone.
+function lite_start_time {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    stat=${stat##*) }
+    # shellcheck disable=SC2086
+    set -- $stat
+    echo "${20}"
+}
+
+# Whether the pid file's process (pid and start time) still runs.
+function lite_pidfile_alive {
+    local pid started
+    [[ -s "$1" ]] || return 1
+    read -r pid started < "$1" || return 1
+    [[ -n "$pid" && -n "$started" &&
+       "$(lite_start_time "$pid")" == "$started" ]]
+}
+
 # run_process service "command" [group] [user] [env_vars]
 function run_process {
     local service=$1 command=$2 env_vars=${5:-}
@@ -140,17 +160,19 @@ function run_process {
     echo_summary "starting $service: $command"
     printf '\n==== %s starting: %s\n' "$(date '+%F %T')" "$command" \
         >> "$LOGDIR/$service.log"
+    # The service must not inherit run.sh's lock (fd 9), or a service left
+    # running would block the next run's clean-up of it.
     # shellcheck disable=SC2086
     setsid env $env_vars bash -c "exec $command" \
-        >> "$LOGDIR/$service.log" 2>&1 < /dev/null &
-    echo $! > "$PIDDIR/$service.pid"
+        >> "$LOGDIR/$service.log" 2>&1 < /dev/null 9>&- &
+    echo "$! $(lite_start_time $!)" > "$PIDDIR/$service.pid"
 }
 
 # The process group of a service started by run_process is its pid.
 function stop_process {
     local service=$1 pid waited
     [[ -s "$PIDDIR/$service.pid" ]] || return 0
-    pid=$(cat "$PIDDIR/$service.pid")
+    read -r pid _ < "$PIDDIR/$service.pid"
     rm -f "$PIDDIR/$service.pid"
     kill -TERM -- "-$pid" 2>/dev/null || return 0
     for waited in $(seq 1 50); do
@@ -162,6 +184,5 @@ function stop_process {
 }
 
 function is_process_running {
-    local service=$1
-    [[ -s "$PIDDIR/$service.pid" ]] && kill -0 "$(cat "$PIDDIR/$service.pid")" 2>/dev/null
+    lite_pidfile_alive "$PIDDIR/$1.pid"
 }

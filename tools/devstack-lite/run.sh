@@ -88,12 +88,31 @@ if ! flock -n 9; then
     exit 1
 fi
 
+# shellcheck source=tools/devstack-lite/functions.sh
+source "$LITE_DIR/functions.sh"
+
+# A run that was killed outright (no teardown) leaves its services running:
+# stop the process groups it recorded (pid and start time must match).
+leftover=()
+for pidfile in "$PIDDIR"/*.pid; do
+    [[ -s "$pidfile" ]] || continue
+    if lite_pidfile_alive "$pidfile"; then
+        read -r pid _ < "$pidfile"
+        echo "stopping $(basename "$pidfile" .pid) (pid $pid), left running" \
+            "by an interrupted run"
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        leftover+=("$pid")
+    fi
+done
+if [[ ${#leftover[@]} -gt 0 ]]; then
+    sleep 10
+    for pid in "${leftover[@]}"; do
+        kill -KILL -- "-$pid" 2>/dev/null || true
+    done
+fi
 rm -rf "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/data" "$WORK/tempest" \
     "$WORK/tempest-workspace.yaml"
 mkdir -p "$LOGDIR" "$PIDDIR" "$ETC"
-
-# shellcheck source=tools/devstack-lite/functions.sh
-source "$LITE_DIR/functions.sh"
 
 # -- teardown, whatever happens ---------------------------------------------
 
@@ -126,11 +145,11 @@ function stop_all_services {
     local pidfile pids=() pid waited
     for pidfile in "$PIDDIR"/*.pid; do
         [[ -s "$pidfile" ]] || continue
-        pids+=("$(cat "$pidfile")")
+        lite_pidfile_alive "$pidfile" && pids+=("$(cut -d' ' -f1 "$pidfile")")
         rm -f "$pidfile"
     done
     for pid in "${pids[@]}"; do
-        kill -TERM -- "-$pid" 2>/dev/null
+        kill -TERM -- "-$pid" 2>/dev/null || true
     done
     local alive=true
     for waited in $(seq 1 75); do
