@@ -360,6 +360,18 @@ def main(argv=None):
     weigher.add_argument('--hosts', type=int, default=10000)
     weigher.add_argument('--flavors', type=int, default=8)
     weigher.add_argument('--repeats', type=int, default=5)
+    victims = sub.add_parser(
+        'victims', help='preemption victim selection: victims chosen vs '
+                        'the brute-force optimum, and decision time')
+    victims.add_argument('--clusters', type=int, default=200,
+                         help='random small clusters compared with the '
+                              'brute-force optimum')
+    victims.add_argument('--seed', type=int, default=1)
+    victims.add_argument('--hosts', type=int, default=1000,
+                         help='hosts of the decision-time cluster')
+    victims.add_argument('--per-host', type=int, default=20,
+                         help='preemptible instances on each of those hosts')
+    victims.add_argument('--repeats', type=int, default=5)
     args = parser.parse_args(argv)
     import logging as std_logging
     std_logging.getLogger().setLevel(std_logging.WARNING)
@@ -373,6 +385,9 @@ def main(argv=None):
         return bench_fit(args)
     if args.command == 'weigher':
         return bench_weigher(args)
+    if args.command == 'victims':
+        from nova_sched_ext.preemption import bench as victims_bench
+        return victims_bench.run(args)
     return bench_filter(args)
 
 
