@@ -102,4 +102,3 @@ class TestIsPreemptible(testtools.TestCase):
             self.assertFalse(extra_specs.is_preemptible(flavor))
         self.assertEqual(1, warning.call_count)
         self.assertEqual('old-spot', warning.call_args[0][1]['flavor'])
-
