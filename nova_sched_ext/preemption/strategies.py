@@ -1,0 +1,373 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Victim-selection strategies (``nova_sched_ext.victim_strategies``).
+
+The driver picks one by name with :func:`load_strategy` (option
+``[nova_sched_ext] preemption_victim_strategy``).  A strategy places one
+instance at a time (:meth:`VictimStrategy.place_one`);
+:meth:`VictimStrategy.choose` runs it for every instance of a request through
+:func:`~nova_sched_ext.preemption.victims.plan_eviction`, all or nothing.
+
+``minimal`` (:class:`MinimalVictims`, the default)
+    Over all hosts, the placement that minimises, in this order: the number
+    of victims; the resources wasted (see :func:`waste`); the age of the
+    oldest victim (younger is better, so long-running work survives); then
+    host and node name and victim UUIDs, so that equal inputs give equal
+    answers.  Exact: subsets of each host's victims are tried by increasing
+    size; see the class for the bounds that keep it fast.
+
+``random`` (:class:`RandomVictims`)
+    Aardvark-like, for comparison: a random host among those where the
+    request fits once all its victims are gone, then random victims one at
+    a time until it fits.
+
+A third party adds a strategy by subclassing :class:`VictimStrategy` and
+registering it in the entry-point namespace.  Strategies are shared by
+concurrent requests: they keep no per-request state on ``self``.
+"""
+
+import heapq
+import itertools
+import math
+import operator
+import random
+
+from oslo_log import log as logging
+from stevedore import extension
+
+from nova_sched_ext.preemption import victims as victims_mod
+
+LOG = logging.getLogger(__name__)
+
+NAMESPACE = 'nova_sched_ext.victim_strategies'
+DEFAULT_STRATEGY = 'minimal'
+
+#: Subsets of one size tried exactly on one host; past this many (e.g. 4
+#: victims out of 20), the host offers its greedy choice instead.
+MAX_SUBSETS_PER_HOST = 2000
+
+
+class VictimStrategy:
+    """Base class of victim-selection strategies."""
+
+    #: The entry-point name.
+    name = None
+
+    def place_one(self, hosts, request):
+        """Choose where one instance goes and whom it evicts there.
+
+        :param hosts: :class:`~.victims.CandidateHost` objects, reflecting
+            the instances of the request already placed
+        :param request: the :class:`~.victims.Request`
+        :returns: a :class:`~.victims.Placement` naming one of ``hosts``, or
+            None when no host can take the instance
+        """
+        raise NotImplementedError()
+
+    def choose(self, hosts, request):
+        """A :class:`~.victims.Plan` for every instance, or None."""
+        return victims_mod.plan_eviction(hosts, request, self)
+
+
+def waste(resources, free, freed):
+    """Resources freed beyond the need, in units of the request.
+
+    For every resource class the request asks for, what the victims free
+    beyond what the host still lacked, divided by the amount requested:
+    evicting a 4-vCPU instance for a 2-vCPU request on a host with no free
+    vCPU wastes 1.0 (one more request's worth of vCPUs).  Resource classes
+    the request does not ask for are not counted.  Being relative to the
+    request, it compares hosts fairly whatever their size.  It is additive
+    over victims: each victim contributes the sum over the requested classes
+    of what it holds divided by the amount requested, minus, once per
+    subset, the host's lacking amounts divided the same way.
+    """
+    total = 0.0
+    for rc, amount in resources.items():
+        if amount <= 0:
+            continue
+        lacking = max(0, amount - free.get(rc, 0))
+        total += max(0, freed.get(rc, 0) - lacking) / amount
+    return total
+
+
+class _Need(dict):
+    """The request's resources, with the tuples the hot loops use."""
+
+    def __init__(self, resources):
+        super().__init__(resources)
+        self.classes = tuple(self)
+        self.amounts = tuple(self.values())
+        self.zeros = (0,) * len(self.classes)
+
+
+class _HostSearch:
+    """Per-request search state of one host (lives for one place_one)."""
+
+    __slots__ = ('host', 'deficit', 'base_waste', 'bound', 'weights',
+                 'greedy', 'noted')
+
+    def __init__(self, host, deficit, base_waste):
+        self.host = host
+        # ((resource class, amount lacking), ...): what the victims must free
+        self.deficit = deficit
+        # waste(subset) = sum of the victims' weights - base_waste
+        self.base_waste = base_waste
+        self.bound = None if deficit else 0
+        self.weights = None
+        self.greedy = None
+        self.noted = False
+
+    def lower_bound(self):
+        """The fewest victims that can cover the deficit (host level)."""
+        if self.bound is None:
+            bound = 0
+            for rc, lacking in self.deficit:
+                count = _lower_bound(self.host.victims, rc, lacking)
+                if count is None:
+                    bound = len(self.host.victims) + 1
+                    break
+                bound = max(bound, count)
+            self.bound = bound
+        return self.bound
+
+
+def _lower_bound(victims, rc, lacking):
+    """The fewest victims covering ``lacking`` of one class, or None.
+
+    Largest first, which is optimal for one class; None when all the
+    victims together do not cover it.
+    """
+    total = count = 0
+    for amount in sorted((v.resources.get(rc, 0) for v in victims),
+                         reverse=True):
+        if amount <= 0:
+            break
+        total += amount
+        count += 1
+        if total >= lacking:
+            return count
+    return None
+
+
+class MinimalVictims(VictimStrategy):
+    """Fewest victims, then least waste, then youngest victims.
+
+    The search runs level by level, a level being a number of victims, from
+    0 upwards; the first level where some subset fits is the optimum.
+    Within a level the subsets that fit at the host level are ordered by
+    (waste, age of the oldest victim, host name, victim UUIDs), and the
+    NUMA check (the costly part) runs in that order and stops at the first
+    subset that passes.
+
+    Host-level arithmetic skips most hosts quickly: a host whose free room
+    plus all its victims cannot hold the request is dropped, and a host
+    joins a level only from its lower bound on (the largest-first count of
+    victims needed for its scarcest resource class).  Waste is additive
+    over victims (see :func:`waste`), so each victim's share is computed
+    once per request.  When one host has more than
+    :data:`MAX_SUBSETS_PER_HOST` subsets of a size, it offers at that size
+    the greedy subset (victims ordered by how much of what is lacking they
+    free, youngest first) instead, and a debug note is logged: the answer
+    may then be above the optimum.
+    """
+
+    name = 'minimal'
+
+    def place_one(self, hosts, request):
+        need = _Need({rc: amount for rc, amount in request.resources.items()
+                      if amount > 0})
+        searches = []
+        for host in hosts:
+            search = self._prepare(host, need)
+            if search is not None:
+                searches.append(search)
+        if not searches:
+            return None
+        first = 0 if any(not s.deficit for s in searches) else 1
+        last = max(len(s.host.victims) for s in searches)
+        for size in range(first, last + 1):
+            candidates = []
+            for seq, search in enumerate(searches):
+                if size > len(search.host.victims):
+                    continue
+                if size == 0:
+                    if not search.deficit:
+                        host = search.host
+                        candidates.append((0, 0.0, 0.0, host.host,
+                                           host.nodename, (), seq, ()))
+                elif size == 1:
+                    self._singles(search, seq, need, candidates)
+                elif search.lower_bound() <= size:
+                    self._subsets(search, seq, size, need, candidates)
+            heapq.heapify(candidates)
+            while candidates:
+                entry = heapq.heappop(candidates)
+                search = searches[entry[-2]]
+                chosen = tuple(search.host.victims[i] for i in entry[-1])
+                if victims_mod.numa_fits(search.host, request,
+                                         chosen) is True:
+                    return victims_mod.Placement(search.host, chosen)
+        return None
+
+    @staticmethod
+    def _prepare(host, need):
+        max_unit = host.max_unit
+        free = host.free
+        deficit = []
+        base_waste = 0.0
+        for rc, amount in need.items():
+            if max_unit and amount > max_unit.get(rc, amount):
+                return None
+            lacking = amount - free.get(rc, 0)
+            if lacking > 0:
+                deficit.append((rc, lacking))
+                base_waste += lacking / amount
+        if deficit and not host.victims:
+            return None
+        # A host whose victims cannot cover the deficit finds no subset at
+        # level 1 and gets a lower bound above its victims from level 2.
+        return _HostSearch(host, tuple(deficit), base_waste)
+
+    @staticmethod
+    def _singles(search, seq, need, candidates):
+        """Heap entries of the single victims that fit the request.
+
+        Host level only; the common case, kept to one tight pass.
+        """
+        host = search.host
+        deficit = search.deficit
+        base = search.base_waste
+        classes, amounts, zeros = need.classes, need.amounts, need.zeros
+        name, node = host.host, host.nodename
+        if len(deficit) == 1:
+            (rc, lacking), = deficit
+            fitting = [(i, v) for i, v in enumerate(host.victims)
+                       if v.resources.get(rc, 0) >= lacking]
+        else:
+            fitting = [(i, v) for i, v in enumerate(host.victims)
+                       if all(v.resources.get(rc, 0) >= lacking
+                              for rc, lacking in deficit)]
+        for i, victim in fitting:
+            get = victim.resources.get
+            wasted = sum(map(operator.truediv, map(get, classes, zeros),
+                             amounts)) - base
+            candidates.append((1, round(wasted, 9), -victim.created_ts, name,
+                               node, (victim.uuid,), seq, (i,)))
+
+    def _subsets(self, search, seq, size, need, candidates):
+        """Heap entries of the subsets of ``size`` >= 2 victims that fit.
+
+        Host level only.
+        """
+        host = search.host
+        victims = host.victims
+        deficit = search.deficit
+        if math.comb(len(victims), size) <= MAX_SUBSETS_PER_HOST:
+            combos = [combo for combo in
+                      itertools.combinations(range(len(victims)), size)
+                      if all(sum(victims[i].resources.get(rc, 0)
+                                 for i in combo) >= lacking
+                             for rc, lacking in deficit)]
+        else:
+            if not search.noted:
+                search.noted = True
+                LOG.debug('Victim selection: host %(host)s has %(n)d '
+                          'victims; subsets of %(size)d or more are chosen '
+                          'greedily there.', {'host': host.host,
+                                              'n': len(victims),
+                                              'size': size})
+            combo = tuple(sorted(self._greedy(search)[:size]))
+            combos = [combo] if all(
+                sum(victims[i].resources.get(rc, 0) for i in combo) >= lacking
+                for rc, lacking in deficit) else []
+        if not combos:
+            return
+        weights = search.weights
+        if weights is None:
+            weights = search.weights = [
+                sum(map(operator.truediv,
+                        map(v.resources.get, need.classes, need.zeros),
+                        need.amounts))
+                for v in victims]
+        base = search.base_waste
+        for combo in combos:
+            wasted = sum(weights[i] for i in combo) - base
+            oldest = min(victims[i].created_ts for i in combo)
+            uuids = tuple(sorted(victims[i].uuid for i in combo))
+            candidates.append((size, round(wasted, 9), -oldest, host.host,
+                               host.nodename, uuids, seq, combo))
+
+    @staticmethod
+    def _greedy(search):
+        if search.greedy is None:
+            victims = search.host.victims
+
+            def score(i):
+                resources = victims[i].resources
+                covered = sum(min(resources.get(rc, 0), lacking) / lacking
+                              for rc, lacking in search.deficit)
+                return (-covered, -victims[i].created_ts, victims[i].uuid)
+
+            search.greedy = sorted(range(len(victims)), key=score)
+        return tuple(search.greedy)
+
+
+class RandomVictims(VictimStrategy):
+    """Aardvark-like random choice, for comparison.
+
+    A random host among those where the request fits once every victim on
+    it is gone; then random victims there, one at a time, until it fits.
+
+    :param seed: seed of the strategy's own ``random.Random``
+    """
+
+    name = 'random'
+
+    def __init__(self, seed=None):
+        self.rng = random.Random(seed)
+
+    def place_one(self, hosts, request):
+        feasible = [h for h in hosts
+                    if victims_mod.host_fits(h, request, h.victims) is True]
+        if not feasible:
+            return None
+        host = self.rng.choice(feasible)
+        order = list(host.victims)
+        self.rng.shuffle(order)
+        for count in range(len(order) + 1):
+            chosen = tuple(order[:count])
+            if victims_mod.host_fits(host, request, chosen) is True:
+                return victims_mod.Placement(host, chosen)
+        # Unreachable: the host fits with all of them.
+        return None
+
+
+def available_strategies():
+    """Names registered in the strategies' entry-point namespace."""
+    return sorted(extension.ExtensionManager(NAMESPACE).names())
+
+
+def load_strategy(name=DEFAULT_STRATEGY, **kwargs):
+    """Instantiate the strategy registered under ``name``.
+
+    :param kwargs: passed to the strategy's constructor (e.g. ``seed``)
+    :raises ValueError: no strategy of that name; the message lists them
+    """
+    manager = extension.ExtensionManager(NAMESPACE)
+    if name not in manager.names():
+        raise ValueError(
+            'Unknown preemption victim strategy %r; available: %s. Check '
+            '[nova_sched_ext] preemption_victim_strategy.'
+            % (name, ', '.join(sorted(manager.names())) or '(none)'))
+    return manager[name].plugin(**kwargs)
