@@ -295,9 +295,9 @@ def full_cloud(hosts, per_host, seed):
     for t in range(min(hosts, 25)):
         # Big enough for per_host small instances plus some load.
         builder = HostBuilder('template%d' % t, shared=max(2, per_host // 4),
-                              dedicated=max(4, per_host // 2),
-                              memory_mb=max(8192, per_host * 1024))
-        for _ in range(per_host * 6):
+                              dedicated=max(4, per_host),
+                              memory_mb=max(8192, per_host * 2048))
+        for _ in range(per_host * 20):
             if len(builder.victims) >= per_host:
                 break
             builder.add(rng.choice(small), created_at=random_created_at(rng))

@@ -1,0 +1,218 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The minimal and random strategies, and loading them by name."""
+
+import random
+from unittest import mock
+
+from hypothesis import given
+from hypothesis import HealthCheck
+from hypothesis import settings
+from hypothesis import strategies as st
+import testtools
+
+from nova_sched_ext.preemption import bench
+from nova_sched_ext.preemption import strategies
+from tests.unit.preemption import test_victims
+from tests.unit.preemption import victims_fixtures as fx
+
+
+def full_host(name, *victim_specs):
+    """A host with no free VCPU or memory but its victims'.
+
+    :param victim_specs: ``(uuid, vcpus, memory_mb, hours after T0)``
+    """
+    host = fx.Host(name)
+    vcpus = sum(spec[1] for spec in victim_specs)
+    memory = sum(spec[2] for spec in victim_specs)
+    host.add(fx.vcpu(host.capacity['VCPU'] - vcpus,
+                     host.capacity['MEMORY_MB'] - memory))
+    for uuid, cpus, mem, hours in victim_specs:
+        host.add(fx.vcpu(cpus, mem), victim=uuid, created_at=fx.at(hours))
+    return host.candidate()
+
+
+def chosen(plan):
+    return [(p.host.host, sorted(v.uuid for v in p.victims))
+            for p in plan.placements]
+
+
+class TestMinimalVictims(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.strategy = strategies.MinimalVictims()
+
+    def choose(self, hosts, shape, count=1):
+        request = fx.request(shape, count)
+        plan = self.strategy.choose(hosts, request)
+        fx.check_plan(hosts, request, plan)
+        return chosen(plan)
+
+    def test_fewest_victims_first(self):
+        hosts = [full_host('a-two-small', ('s1', 1, 512, 0),
+                           ('s2', 1, 512, 0)),
+                 full_host('b-one-big', ('big', 8, 4096, 0))]
+        self.assertEqual([('b-one-big', ['big'])],
+                         self.choose(hosts, fx.vcpu(2, 1024)))
+
+    def test_then_least_waste(self):
+        hosts = [full_host('a-big', ('big', 4, 2048, 0)),
+                 full_host('b-exact', ('exact', 2, 2048, 0)),
+                 full_host('c-bigger', ('bigger', 8, 2048, 0))]
+        self.assertEqual([('b-exact', ['exact'])],
+                         self.choose(hosts, fx.vcpu(2, 2048)))
+        self.assertEqual(0.0, strategies.waste(
+            {'VCPU': 2, 'MEMORY_MB': 2048}, {}, {'VCPU': 2,
+                                                 'MEMORY_MB': 2048}))
+        self.assertEqual(1.0, strategies.waste(
+            {'VCPU': 2, 'MEMORY_MB': 2048}, {}, {'VCPU': 4,
+                                                 'MEMORY_MB': 2048}))
+        # Room already free counts as freed beyond the need.
+        self.assertEqual(1.5, strategies.waste(
+            {'VCPU': 2, 'MEMORY_MB': 2048}, {'VCPU': 2},
+            {'VCPU': 3, 'MEMORY_MB': 2048}))
+
+    def test_then_youngest_victims(self):
+        hosts = [full_host('a-old', ('old', 2, 1024, 1)),
+                 full_host('b-young', ('young', 2, 1024, 100)),
+                 full_host('c-middle', ('middle', 2, 1024, 50))]
+        self.assertEqual([('b-young', ['young'])],
+                         self.choose(hosts, fx.vcpu(2, 1024)))
+        # Among pairs, the one whose oldest victim is youngest.
+        hosts = [full_host('a', ('a1', 1, 512, 10), ('a2', 1, 512, 90)),
+                 full_host('b', ('b1', 1, 512, 40), ('b2', 1, 512, 50))]
+        self.assertEqual([('b', ['b1', 'b2'])],
+                         self.choose(hosts, fx.vcpu(2, 1024)))
+
+    def test_then_host_name(self):
+        hosts = [full_host('b', ('b1', 2, 1024, 0)),
+                 full_host('a', ('a1', 2, 1024, 0))]
+        self.assertEqual([('a', ['a1'])],
+                         self.choose(hosts, fx.vcpu(2, 1024)))
+
+    def test_no_eviction_when_a_host_has_room(self):
+        roomy = fx.Host('roomy').candidate()
+        hosts = [full_host('a', ('a1', 2, 1024, 0)), roomy]
+        self.assertEqual([('roomy', [])],
+                         self.choose(hosts, fx.vcpu(2, 1024)))
+
+    def test_numa_aware(self):
+        host, a, b = test_victims.split_cells_host()
+        candidate = host.candidate()
+        # a wastes less than b, but only b frees a whole cell.
+        self.assertEqual([('split', ['b'])],
+                         self.choose([candidate], fx.pinned(3)))
+        # Host level only, a would do.
+        self.assertEqual([('split', ['a'])],
+                         self.choose([host.candidate(with_numa=False)],
+                                     fx.pinned(3)))
+
+    def test_nothing_fits(self):
+        hosts = [full_host('a', ('a1', 2, 1024, 0))]
+        self.assertIsNone(self.strategy.choose(
+            hosts, fx.request(fx.vcpu(4, 1024))))
+        self.assertIsNone(self.strategy.choose([], fx.request(fx.vcpu(1))))
+
+    def test_greedy_beyond_the_subset_cap(self):
+        specs = [('v%d' % i, 1, 256, i) for i in range(8)]
+        hosts = [full_host('a', *specs)]
+        request = fx.request(fx.vcpu(3, 768))
+        with mock.patch.object(strategies, 'MAX_SUBSETS_PER_HOST', 1), \
+                mock.patch.object(strategies.LOG, 'debug') as debug:
+            plan = self.strategy.choose(hosts, request)
+        fx.check_plan(hosts, request, plan)
+        self.assertEqual(3, len(plan.victims))
+        # Greedy keeps the youngest among equals.
+        self.assertEqual(['v5', 'v6', 'v7'],
+                         sorted(v.uuid for v in plan.victims))
+        self.assertIn('greedily', debug.call_args[0][0])
+
+    @settings(max_examples=20, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.integers(min_value=0, max_value=2 ** 32))
+    def test_agrees_with_brute_force(self, seed):
+        rng = random.Random(seed)
+        hosts = bench.random_cluster(rng)
+        request, optimum = bench.random_request(rng, hosts)
+        if request is None:
+            return
+        plan = self.strategy.choose(hosts, request)
+        fx.check_plan(hosts, request, plan)
+        self.assertEqual(optimum, len(plan.victims))
+        other = strategies.RandomVictims(seed=seed).choose(hosts, request)
+        fx.check_plan(hosts, request, other)
+        self.assertGreaterEqual(len(other.victims), optimum)
+
+    @settings(max_examples=10, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.integers(min_value=0, max_value=2 ** 32),
+           st.integers(min_value=2, max_value=4))
+    def test_multi_instance_plans_are_valid(self, seed, count):
+        rng = random.Random(seed)
+        hosts = bench.random_cluster(rng)
+        shape = rng.choice(bench.SHAPES)
+        request = fx.request(shape, count)
+        for strategy in (self.strategy, strategies.RandomVictims(seed)):
+            plan = strategy.choose(hosts, request)
+            if plan is not None:
+                fx.check_plan(hosts, request, plan)
+
+
+class TestRandomVictims(testtools.TestCase):
+
+    def clusters(self):
+        rng = random.Random(7)
+        for _ in range(8):
+            hosts = bench.random_cluster(rng)
+            request, _optimum = bench.random_request(rng, hosts)
+            if request is not None:
+                yield hosts, request
+
+    def test_seeded_and_valid(self):
+        differs = False
+        for hosts, request in self.clusters():
+            first = strategies.RandomVictims(seed=3).choose(hosts, request)
+            again = strategies.RandomVictims(seed=3).choose(hosts, request)
+            other = strategies.RandomVictims(seed=4).choose(hosts, request)
+            fx.check_plan(hosts, request, first)
+            fx.check_plan(hosts, request, other)
+            self.assertEqual(chosen(first), chosen(again))
+            differs = differs or chosen(first) != chosen(other)
+        self.assertTrue(differs)
+
+    def test_only_hosts_that_can_fit(self):
+        hosts = [full_host('small', ('s', 1, 512, 0)),
+                 full_host('big', ('b', 4, 2048, 0))]
+        for seed in range(10):
+            plan = strategies.RandomVictims(seed).choose(
+                hosts, fx.request(fx.vcpu(4, 2048)))
+            self.assertEqual([('big', ['b'])], chosen(plan))
+
+
+class TestLoadStrategy(testtools.TestCase):
+
+    def test_by_name(self):
+        self.assertEqual(['minimal', 'random'],
+                         strategies.available_strategies())
+        self.assertIsInstance(strategies.load_strategy(),
+                              strategies.MinimalVictims)
+        loaded = strategies.load_strategy('random', seed=5)
+        self.assertIsInstance(loaded, strategies.RandomVictims)
+        self.assertEqual(random.Random(5).random(), loaded.rng.random())
+
+    def test_unknown_name_lists_the_available_ones(self):
+        exc = self.assertRaises(ValueError, strategies.load_strategy,
+                                'smallest')
+        self.assertIn("'smallest'", str(exc))
+        self.assertIn('minimal, random', str(exc))
