@@ -165,7 +165,42 @@ def _slots_c(cfit, hosts, shapes, shape_weights, request, counts=True):
             ffi.unpack(weights, n_hosts) if request is not None else [])
 
 
-def slot_weights(hosts, shapes, shape_weights, request=None, counts=True):
+def _room_weights_c(cfit, hosts, shapes, shape_weights, request,
+                    room_cap):
+    """Room-mode weights through nse_slot_weights_indexed, without memo."""
+    ffi, lib = cfit.ffi, cfit.lib
+    n_hosts, n_shapes = len(hosts), len(shapes)
+    records = [h.packed for h in hosts]
+    buffer = b''.join(records)
+    offsets, offset = [], 0
+    for record in records:
+        offsets.append(offset)
+        offset += len(record)
+    c_shapes = ffi.new('struct nse_shape[]', max(n_shapes, 1))
+    packed_shapes = b''.join(packing.pack_shape(s) for s in shapes)
+    ffi.memmove(c_shapes, packed_shapes, len(packed_shapes))
+    c_weights = ffi.new('double[]', list(shape_weights) or [0.0])
+    c_request = ffi.new('struct nse_shape *')
+    ffi.memmove(c_request, packing.pack_shape(request),
+                ffi.sizeof('struct nse_shape'))
+    weights = ffi.new('double[]', max(n_hosts, 1))
+    # the records carry their own allocation candidates
+    rc = lib.nse_slot_weights_indexed(
+        ffi.from_buffer(buffer), len(buffer),
+        ffi.new('int64_t[]', offsets or [0]), n_hosts,
+        ffi.new('int32_t[]', list(range(n_hosts)) or [0]), ffi.NULL,
+        n_hosts, c_shapes, c_weights, n_shapes, c_request,
+        max(int(room_cap), 0), ffi.NULL, 0, 0, weights)
+    if rc != 0:
+        LOG.error('nova-sched-ext: the C slot counter refused its input '
+                  '(error %d); answering with the pure-Python engine. '
+                  'Please report this as a bug.', rc)
+        return None
+    return ffi.unpack(weights, n_hosts)
+
+
+def slot_weights(hosts, shapes, shape_weights, request=None, counts=True,
+                 room_cap=None):
     """Slots per host and shape, before and after placing ``request``.
 
     :param hosts: a sequence of :class:`PreparedHost`
@@ -175,14 +210,31 @@ def slot_weights(hosts, shapes, shape_weights, request=None, counts=True):
     :param request: a Shape being scheduled, or None for counts only
     :param counts: False to skip returning the slot counts (empty lists),
         when only the weights are needed
+    :param room_cap: None, or NUMASlotWeigher's room mode (0: no cap, n:
+        at most n instances of the request's shape): the weights are then
+        :func:`pyfit.room_weight` of each host's room and normal weight
     :returns: ``(before, after, weights)``: flat host-major lists of slot
         counts (``after`` -1 where the request cannot be placed), and one
         NUMASlotWeigher raw weight per host (empty without a request)
     """
+    if room_cap is not None and request is None:
+        raise ValueError('room mode needs a request')
     if backend_name() == 'c':
-        result = _slots_c(_load_cfit(), hosts, shapes, shape_weights,
-                          request, counts)
+        cfit = _load_cfit()
+        if room_cap is None:
+            result = _slots_c(cfit, hosts, shapes, shape_weights, request,
+                              counts)
+        else:
+            # the counts (if wanted) as usual, the weights in room mode
+            result = _slots_c(cfit, hosts, shapes, shape_weights,
+                              request if counts else None, counts)
+            weights = _room_weights_c(cfit, hosts, shapes, shape_weights,
+                                      request, room_cap)
+            if result is not None and weights is not None:
+                result = (result[0], result[1], weights)
+            else:
+                result = None
         if result is not None:
             return result
     return pyfit.slot_weights([h.model for h in hosts], shapes,
-                              shape_weights, request)
+                              shape_weights, request, room_cap)

@@ -473,8 +473,26 @@ def free_share(host):
     return min(max(share / parts, 0.0), 1.0)
 
 
-def slot_weights(hosts, shapes, shape_weights, request):
-    """``(before, after, weights)`` for many hosts, like cfit's nse_slots."""
+def room_weight(room, weight):
+    """A host's raw weight in room mode, from its room and normal weight.
+
+    ``room`` is how many instances of the request's own shape the host can
+    still take (capped); ``weight`` the normal raw weight (minus the
+    weighted slot loss minus the tie-break, <= 0).  Room decides first; the
+    second term, in (0, 0.5], orders hosts of equal room by their normal
+    weight.  cfit.c computes the same expression.
+    """
+    return room + 0.5 / (1.0 - weight)
+
+
+def slot_weights(hosts, shapes, shape_weights, request, room_cap=None):
+    """``(before, after, weights)`` for many hosts, like cfit's nse_slots.
+
+    With ``room_cap`` not None (room mode, see NUMASlotWeigher), each
+    placeable host weighs :func:`room_weight` of its room (the slots of the
+    request's own shape, at most ``room_cap`` when it is > 0) and its
+    normal weight.
+    """
     positive = [w for w in shape_weights if w > 0]
     tie = min(positive + [1.0]) / 2
     before, after, weights = [], [], []
@@ -493,9 +511,18 @@ def slot_weights(hosts, shapes, shape_weights, request):
                     loss += weight * (b - a)
             else:
                 after.append(-1)
-        if request is not None:
-            weights.append(-loss - tie * free_share(placed)
-                           if placed is not None else None)
+        if request is None:
+            continue
+        if placed is None:
+            weights.append(None)
+            continue
+        weight = -loss - tie * free_share(placed)
+        if room_cap is not None:
+            room = slots(host, request)
+            if room_cap > 0:
+                room = min(room, room_cap)
+            weight = room_weight(room, weight)
+        weights.append(weight)
     if request is not None:
         known = [w for w in weights if w is not None]
         worst = min(known) if known else 0.0

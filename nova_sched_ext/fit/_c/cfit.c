@@ -865,6 +865,25 @@ static int check_shapes(const struct nse_shape *shapes, int32_t n)
     return 1;
 }
 
+/* A host the request cannot be placed on (as far as the engine can tell),
+ * -HUGE_VAL in weights, weighs as much as the worst host that can take
+ * it (0 when none can). */
+static void weigh_unplaced(double *weights, int32_t n_hosts)
+{
+    double worst = 0;
+    int any = 0;
+    int32_t h;
+
+    for (h = 0; h < n_hosts; h++)
+        if (weights[h] != -HUGE_VAL && (!any || weights[h] < worst)) {
+            worst = weights[h];
+            any = 1;
+        }
+    for (h = 0; h < n_hosts; h++)
+        if (weights[h] == -HUGE_VAL)
+            weights[h] = worst;
+}
+
 int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
               const struct nse_shape *shapes, const double *shape_weights,
               int32_t n_shapes, const struct nse_shape *request,
@@ -921,19 +940,106 @@ int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
     }
     if (offset != hosts_len)
         return NSE_ERR_TRUNCATED;
-    if (request) {
-        /* A host the request cannot be placed on (as far as the engine can
-         * tell) weighs as much as the worst host that can take it. */
-        double worst = 0;
-        int any = 0;
-        for (h = 0; h < n_hosts; h++)
-            if (weights[h] != -HUGE_VAL && (!any || weights[h] < worst)) {
-                worst = weights[h];
-                any = 1;
-            }
-        for (h = 0; h < n_hosts; h++)
-            if (weights[h] == -HUGE_VAL)
-                weights[h] = worst;
+    if (request)
+        weigh_unplaced(weights, n_hosts);
+    return 0;
+}
+
+/* NUMASlotWeigher's raw weight of one host record (nse_slots' expression,
+ * or in room mode, room_cap >= 0, pyfit.room_weight's); -HUGE_VAL when the
+ * request cannot be placed there.  No allocation: everything is on the
+ * stack, at most NSE_MAX_CELLS cells. */
+static double host_slot_weight(const struct nse_host *host,
+                               const struct nse_host_cell *cells,
+                               const struct nse_shape *shapes,
+                               const double *shape_weights, int32_t n_shapes,
+                               const struct nse_shape *request, double tie,
+                               int64_t room_cap)
+{
+    struct nse_host host_after;
+    struct nse_host_cell cells_after[NSE_MAX_CELLS];
+    int64_t units[NSE_MAX_CELLS];
+    uint32_t all, changed = 0;
+    double loss = 0, weight;
+    int32_t k;
+
+    if (!place_request(host, cells, request, &host_after, cells_after,
+                       &changed))
+        return -HUGE_VAL;
+    all = host->n_cells > 0 ? (uint32_t)((1ull << host->n_cells) - 1) : 0;
+    for (k = 0; k < n_shapes; k++) {
+        int64_t b = count_slots(host, cells, &shapes[k], units, all);
+        int64_t a = count_slots(&host_after, cells_after, &shapes[k], units,
+                                changed);
+        if (b > a)
+            loss += shape_weights[k] * (double)(b - a);
     }
+    weight = -loss - tie * free_share(&host_after);
+    if (room_cap >= 0) {
+        int64_t room = count_slots(host, cells, request, units, all);
+        if (room_cap > 0 && room > room_cap)
+            room = room_cap;
+        weight = (double)room + 0.5 / (1.0 - weight);
+    }
+    return weight;
+}
+
+int nse_slot_weights_indexed(const unsigned char *arena, size_t arena_len,
+                             const int64_t *offsets, int32_t n_slots,
+                             const int32_t *index, const int32_t *candidates,
+                             int32_t n_hosts, const struct nse_shape *shapes,
+                             const double *shape_weights, int32_t n_shapes,
+                             const struct nse_shape *request,
+                             int64_t room_cap, double *memo,
+                             int32_t memo_col, int32_t memo_cols,
+                             double *weights)
+{
+    int32_t h, k;
+    double smallest = 1.0, tie;
+
+    if (n_shapes < 0 || n_slots < 0 || n_hosts < 0 || !request ||
+            !check_shapes(shapes, n_shapes) || !check_shapes(request, 1))
+        return NSE_ERR_BAD_REQUEST;
+    if (memo && (memo_cols <= 0 || memo_col < 0 || memo_col >= memo_cols))
+        return NSE_ERR_BAD_REQUEST;
+    for (k = 0; k < n_shapes; k++)
+        if (shape_weights[k] > 0 && shape_weights[k] < smallest)
+            smallest = shape_weights[k];
+    tie = smallest / 2;
+
+    for (h = 0; h < n_hosts; h++) {
+        struct nse_host host;
+        const struct nse_host_cell *cells;
+        size_t offset;
+        double *cached = NULL;
+        int32_t slot = index[h];
+        int rc;
+
+        if (slot < 0 || slot >= n_slots || offsets[slot] < 0 ||
+                (uint64_t)offsets[slot] > arena_len)
+            return NSE_ERR_TRUNCATED;
+        offset = (size_t)offsets[slot];
+        rc = next_host(arena, arena_len, &offset, &host, &cells);
+        if (rc)
+            return rc;
+        if (candidates && candidates[h] != host.candidates) {
+            /* this request's allocation candidates, not the memo's */
+            if (candidates[h] < 0)
+                return NSE_ERR_BAD_HOST;
+            host.candidates = candidates[h];
+        } else if (memo) {
+            cached = &memo[(size_t)slot * (size_t)memo_cols + memo_col];
+        }
+        if (cached && !isnan(*cached)) {
+            weights[h] = *cached;
+        } else {
+            weights[h] = host_slot_weight(&host, cells, shapes,
+                                          shape_weights, n_shapes, request,
+                                          tie, room_cap);
+            if (cached)
+                *cached = weights[h];
+        }
+    }
+    weigh_unplaced(weights, n_hosts);
     return 0;
 }

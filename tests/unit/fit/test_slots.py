@@ -134,6 +134,28 @@ class TestSlots(testtools.TestCase):
         self.assertEqual(python[1], list(c[1]))
         self.assertAlmostEqual(python[2][0], c[2][0], places=9)
 
+    @SETTINGS
+    @given(st.data())
+    def test_room_weights_c_equal_python(self, data):
+        hosts = []
+        for _ in range(data.draw(st.integers(1, 3))):
+            host = adapters.host_model(data.draw(
+                strategies.host_topologies(4)), None, 16.0, 1.5)
+            hosts.append(host._replace(
+                total_vcpus=64, free_vcpus=data.draw(st.integers(0, 64)),
+                total_memory_mb=65536,
+                free_memory_mb=data.draw(st.integers(0, 65536))))
+        reference = [to_shape(data.draw(shapes(2))) for _ in range(3)]
+        weights = [float(data.draw(st.integers(1, 32))) for _ in reference]
+        request = to_shape(data.draw(shapes(2)))._replace(vcpus=2,
+                                                          memory_mb=1024)
+        cap = data.draw(st.sampled_from([0, 1, 3]))
+        c = engine._room_weights_c(
+            engine._load_cfit(), [engine.prepare(h) for h in hosts],
+            reference, weights, request, cap)
+        python = pyfit.slot_weights(hosts, reference, weights, request, cap)
+        self.assertEqual(python[2], list(c))
+
     def test_two_cell_shape_uses_distinct_cells(self):
         cell = m.HostCell(id=0, cpus=0, pcpus=16, free_pcpus=16,
                           cpu_usage=0, memory=65536, memory_usage=0,

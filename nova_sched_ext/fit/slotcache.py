@@ -1,0 +1,242 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""NUMASlotWeigher's per-request fast path: records and weights kept.
+
+A :class:`SlotArena` holds, for one list of reference shapes and weights,
+
+* the packed record of every ``HostState`` it has seen, in one C buffer
+  (``offsets[slot]`` says where each host's record starts), repacked only
+  when the host changed;
+* a memo of raw weights per host and request shape (a request's weight on
+  a host depends only on the host's record, the request and the reference
+  list), so that a host that did not change since a request of the same
+  shape is not recounted at all.
+
+A request then costs a few C-level passes over the hosts in Python (read
+each host's version, look its entry up, compare) and one C call
+(``nse_slot_weights_indexed``) that reads the memo or counts the slots of
+the hosts it misses.
+
+A host's *version* is everything its record is built from: ``updated``
+(which Nova stamps on every compute node refresh and every
+``consume_from_request``), the NUMA topology and PCI stats objects, the
+host-level usage and totals, and the allocation ratios.  Versions are
+compared with ``==`` (identity first; Nova's topology objects compare by
+content, which holds only when every nested object is the same).  The
+version tuple keeps the objects it names alive, so it is never compared
+with a recycled object.
+
+Thread safety: weighers are shared by every request thread; each arena
+call holds the arena's lock, and the C call does not keep pointers past
+its return.
+"""
+
+import itertools
+import operator
+import threading
+
+from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import packing
+
+_VERSION = operator.attrgetter(
+    'updated', 'numa_topology', 'pci_stats', 'free_ram_mb', 'vcpus_used',
+    'cpu_allocation_ratio', 'ram_allocation_ratio', 'vcpus_total',
+    'total_usable_ram_mb')
+_CANDIDATES = operator.attrgetter('allocation_candidates')
+_ENTRY_VERSION = operator.itemgetter(0)
+_ENTRY_SLOT = operator.itemgetter(1)
+_MISSING = (None, -1)
+_NAN = float('nan')
+
+
+class ArenaError(Exception):
+    """The C helper refused the arena's input (a bug: please report)."""
+
+
+class SlotArena(object):
+    """Packed hosts and memoised weights for one reference list.
+
+    :param shapes: the reference :class:`~nova_sched_ext.fit.model.Shape`
+        tuple
+    :param shape_weights: their slot weights, parallel to ``shapes``
+    :param memo_columns: how many distinct request shapes (and modes) the
+        memo keeps at once; past that the memo starts over
+    :param max_hosts: entries kept for hosts not seen again (a HostState
+        Nova dropped) are forgotten when more than this many are held
+    """
+
+    def __init__(self, shapes, shape_weights, memo_columns=32,
+                 max_hosts=200000):
+        cfit = engine._load_cfit()
+        if cfit is None:
+            raise ArenaError('the C fit helper is not available')
+        self._ffi, self._lib = cfit.ffi, cfit.lib
+        self.shapes = tuple(shapes)
+        self.shape_weights = tuple(float(w) for w in shape_weights)
+        ffi = self._ffi
+        self._c_shapes = ffi.new('struct nse_shape[]', max(len(shapes), 1))
+        packed = b''.join(packing.pack_shape(s) for s in self.shapes)
+        ffi.memmove(self._c_shapes, packed, len(packed))
+        self._c_weights = ffi.new('double[]', list(self.shape_weights) or
+                                  [0.0])
+        self._memo_columns = memo_columns
+        self._max_hosts = max_hosts
+        self._lock = threading.Lock()
+        self._requests = {}
+        self._clear()
+
+    def _clear(self):
+        # host state -> (version, slot)
+        self._entries = {}
+        # slot -> packed record bytes (for compaction)
+        self._records = []
+        self._capacity = 0
+        self._offsets = self._ffi.new('int64_t[]', 1)
+        self._memo = self._ffi.new('double[]', 1)
+        self._arena = self._ffi.new('unsigned char[]', 8)
+        self._arena_size = 8
+        self._used = 0
+        self._requests.clear()
+
+    # -- hosts ---------------------------------------------------------------
+
+    def _grow_slots(self, wanted):
+        ffi = self._ffi
+        capacity = max(wanted, 2 * self._capacity, 64)
+        cols = self._memo_columns
+        offsets = ffi.new('int64_t[]', capacity)
+        memo = ffi.new('double[]', [_NAN] * (capacity * cols))
+        if self._capacity:
+            ffi.memmove(offsets, self._offsets,
+                        self._capacity * ffi.sizeof('int64_t'))
+            ffi.memmove(memo, self._memo,
+                        self._capacity * cols * ffi.sizeof('double'))
+        self._offsets, self._memo = offsets, memo
+        self._capacity = capacity
+
+    def _write_record(self, slot, record):
+        ffi = self._ffi
+        old = self._records[slot] if slot < len(self._records) else None
+        if old is not None and len(old) == len(record):
+            offset = self._offsets[slot]
+        else:
+            if self._used + len(record) > self._arena_size:
+                self._compact(len(record))
+            offset = self._used
+            self._used += len(record)
+        ffi.memmove(self._arena + offset, record, len(record))
+        self._offsets[slot] = offset
+        if old is None:
+            self._records.append(record)
+        else:
+            self._records[slot] = record
+
+    def _compact(self, extra):
+        # Records that changed size were appended; copy the live ones into
+        # a new buffer large enough for them, the next one, and growth.
+        live = sum(len(r) for r in self._records)
+        size = max(2 * (live + extra), 4096)
+        arena = self._ffi.new('unsigned char[]', size)
+        used = 0
+        for slot, record in enumerate(self._records):
+            self._ffi.memmove(arena + used, record, len(record))
+            self._offsets[slot] = used
+            used += len(record)
+        self._arena, self._arena_size, self._used = arena, size, used
+
+    def _store(self, host_state, version, entry):
+        slot = entry[1]
+        if slot < 0:
+            slot = len(self._records)
+            if slot >= self._capacity:
+                self._grow_slots(slot + 1)
+        # The record is built for one allocation candidate; a request with
+        # several passes them to the C call, which then skips the memo.
+        record = adapters.rebuild_prepared_host(host_state).packed
+        self._write_record(slot, record)
+        cols = self._memo_columns
+        self._memo[slot * cols:(slot + 1) * cols] = [_NAN] * cols
+        entry = (version, slot)
+        self._entries[host_state] = entry
+        return entry
+
+    def _slots_of(self, host_states):
+        versions = list(map(_VERSION, host_states))
+        entries = list(map(self._entries.get, host_states,
+                           itertools.repeat(_MISSING)))
+        same = list(map(operator.eq, versions,
+                        map(_ENTRY_VERSION, entries)))
+        if not all(same):
+            if len(self._entries) + same.count(False) > self._max_hosts:
+                self._clear()
+                entries = [_MISSING] * len(host_states)
+                same = [False] * len(host_states)
+            for i in itertools.compress(range(len(host_states)),
+                                        map(operator.not_, same)):
+                entries[i] = self._store(host_states[i], versions[i],
+                                         entries[i])
+        return list(map(_ENTRY_SLOT, entries))
+
+    # -- requests ------------------------------------------------------------
+
+    def _column(self, key):
+        column = self._requests.get(key)
+        if column is None:
+            if len(self._requests) >= self._memo_columns:
+                # Start the memo over rather than track recency per column.
+                self._requests.clear()
+                size = self._capacity * self._memo_columns
+                if size:
+                    self._memo[0:size] = [_NAN] * size
+            column = self._requests[key] = len(self._requests)
+        return column
+
+    def weights(self, host_states, request, room_cap=None):
+        """NUMASlotWeigher's raw weights of ``host_states`` for a request.
+
+        The same numbers as :func:`nova_sched_ext.fit.engine.slot_weights`
+        with ``counts=False`` over :func:`adapters.prepared_hosts`.
+
+        :param host_states: a list of Nova ``HostState``
+        :param request: the request's :class:`~fit.model.Shape`
+        :param room_cap: None, or the room mode's cap (0: none)
+        :raises ArenaError: the C helper refused the input
+        """
+        n = len(host_states)
+        if not n:
+            return []
+        ffi, lib = self._ffi, self._lib
+        candidates = list(map(len, map(_CANDIDATES, host_states)))
+        c_request = ffi.new('struct nse_shape *')
+        ffi.memmove(c_request, packing.pack_shape(request),
+                    ffi.sizeof('struct nse_shape'))
+        out = ffi.new('double[]', n)
+        with self._lock:
+            slots = self._slots_of(host_states)
+            column = self._column((request, room_cap))
+            index = ffi.new('int32_t[]', slots)
+            c_candidates = ffi.NULL if candidates.count(1) == n else \
+                ffi.new('int32_t[]', candidates)
+            rc = lib.nse_slot_weights_indexed(
+                self._arena, self._used, self._offsets, len(self._records),
+                index, c_candidates, n, self._c_shapes, self._c_weights,
+                len(self.shapes), c_request,
+                -1 if room_cap is None else max(int(room_cap), 0),
+                self._memo, column, self._memo_columns, out)
+            if rc != 0:
+                # Whatever the memo holds is suspect: start over.
+                self._clear()
+                raise ArenaError('nse_slot_weights_indexed refused its '
+                                 'input (error %d)' % rc)
+        return ffi.unpack(out, n)

@@ -1,0 +1,175 @@
+"""The slot arena: kept records and memoised weights vs counting afresh.
+
+Every figure the arena returns must equal what the engine and the Python
+twin compute from scratch for the same hosts, whatever happened to the
+hosts between requests (usage changes, replaced topologies, a changed
+number of cells, several allocation candidates) and however the arena's
+own storage had to grow, compact or start over.
+"""
+
+import random
+import threading
+
+from hypothesis import given
+from hypothesis import strategies as st
+from nova import objects
+from nova.tests.unit.scheduler import fakes
+import testtools
+
+from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import pyfit
+from nova_sched_ext.fit import slotcache
+from tests.unit.fit import strategies
+from tests.unit.fit import test_slots
+
+
+def host_state(name, topology, vcpus_used=0, free_ram_mb=65536):
+    return fakes.FakeHostState(name, name, {
+        'numa_topology': topology, 'pci_stats': None,
+        'cpu_allocation_ratio': 16.0, 'ram_allocation_ratio': 1.5,
+        'vcpus_total': 64, 'vcpus_used': vcpus_used,
+        'total_usable_ram_mb': 65536, 'free_ram_mb': free_ram_mb,
+        'allocation_candidates': [{'mappings': {}}], 'aggregates': []})
+
+
+def fresh(hosts, shapes, weights, request, room_cap):
+    """(engine, twin) weights counted from scratch."""
+    prepared = adapters.prepared_hosts(hosts)
+    c = engine.slot_weights(prepared, shapes, weights, request,
+                            counts=False, room_cap=room_cap)[2]
+    python = pyfit.slot_weights([p.model for p in prepared], shapes,
+                                weights, request, room_cap)[2]
+    return list(c), python
+
+
+class TestSlotArena(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        if engine.backend_name() != 'c':
+            self.skipTest('the C fit helper is not built')
+
+    def check(self, arena, hosts, request, room_cap=None):
+        got = arena.weights(hosts, request, room_cap)
+        c, python = fresh(hosts, arena.shapes, arena.shape_weights,
+                          request, room_cap)
+        self.assertEqual(c, got)
+        for mine, twin in zip(got, python):
+            self.assertAlmostEqual(twin, mine, places=9)
+        return got
+
+    @test_slots.SETTINGS
+    @given(st.data())
+    def test_equal_to_counting_afresh_across_changes(self, data):
+        hosts = [host_state('h%d' % i,
+                            data.draw(strategies.host_topologies(4)),
+                            vcpus_used=data.draw(st.integers(0, 64)))
+                 for i in range(data.draw(st.integers(1, 5)))]
+        shapes = [test_slots.to_shape(data.draw(test_slots.shapes(2)))
+                  for _ in range(3)]
+        weights = [float(data.draw(st.integers(1, 32))) for _ in shapes]
+        arena = slotcache.SlotArena(shapes, weights, memo_columns=2)
+        for _ in range(4):
+            request = test_slots.to_shape(
+                data.draw(test_slots.shapes(2)))._replace(
+                    vcpus=2, memory_mb=1024)
+            room_cap = data.draw(st.sampled_from([None, 0, 2]))
+            subset = data.draw(st.lists(st.sampled_from(hosts),
+                                        min_size=1, max_size=len(hosts)))
+            self.check(arena, subset, request, room_cap)
+            self.check(arena, subset, request, room_cap)
+            # Change one host the ways Nova and people do.
+            host = data.draw(st.sampled_from(hosts))
+            change = data.draw(st.sampled_from(
+                ['usage', 'topology', 'candidates', 'ratio']))
+            if change == 'usage':
+                host.vcpus_used = data.draw(st.integers(0, 64))
+            elif change == 'topology':
+                # possibly another number of cells: another record size
+                host.numa_topology = data.draw(
+                    strategies.host_topologies(4))
+            elif change == 'candidates':
+                host.allocation_candidates = [{'mappings': {}}] * \
+                    data.draw(st.integers(1, 3))
+            else:
+                host.cpu_allocation_ratio = 2.0
+
+    def _cloud(self, count, seed=1):
+        from nova_sched_ext.cmd import bench
+        rng = random.Random(seed)
+        hosts = bench._cloud(objects, count, rng)
+        for h in hosts:
+            h.vcpus_total, h.vcpus_used = 64, rng.randint(0, 48)
+            h.total_usable_ram_mb = 131072
+            h.free_ram_mb = rng.randint(16384, 131072)
+            h.allocation_candidates = [{'mappings': {}}]
+        return hosts
+
+    def _shapes(self):
+        from nova_sched_ext.cmd import bench
+        topology = bench.instance_topology(objects, 1, 4, 4096)
+        small = test_slots.to_shape(topology)._replace(vcpus=0,
+                                                       memory_mb=4096)
+        big = test_slots.to_shape(
+            bench.instance_topology(objects, 2, 8, 16384))._replace(
+                vcpus=0, memory_mb=32768)
+        return small, big
+
+    def test_growth_compaction_and_starting_over(self):
+        small, big = self._shapes()
+        hosts = self._cloud(150)
+        arena = slotcache.SlotArena([big, small], [16.0, 4.0],
+                                    memo_columns=1, max_hosts=200)
+        self.check(arena, hosts[:70], small)
+        self.check(arena, hosts, big, 0)
+        # records of another size are appended, then compacted
+        from nova_sched_ext.cmd import bench
+        for h in hosts[::3]:
+            h.numa_topology = bench.host_topology(objects, 1)
+            h.updated = None
+        self.check(arena, hosts, small)
+        # more hosts than max_hosts: the arena starts over
+        self.check(arena, self._cloud(120, seed=2) + hosts[:10], big)
+        self.check(arena, hosts, small, 1)
+
+    def test_threads_share_one_arena(self):
+        small, big = self._shapes()
+        hosts = self._cloud(200)
+        arena = slotcache.SlotArena([big, small], [16.0, 4.0])
+        expected = {
+            (shape, cap): fresh(hosts, arena.shapes, arena.shape_weights,
+                                shape, cap)[0]
+            for shape in (small, big) for cap in (None, 0)}
+        failures = []
+
+        def run(seed):
+            rng = random.Random(seed)
+            for _ in range(20):
+                key = rng.choice(sorted(expected, key=repr))
+                if arena.weights(hosts, *key) != expected[key]:
+                    failures.append(key)
+
+        threads = [threading.Thread(target=run, args=(i,))
+                   for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual([], failures)
+
+    def test_refused_input_raises_and_starts_over(self):
+        small, big = self._shapes()
+        hosts = self._cloud(5)
+        arena = slotcache.SlotArena([big], [16.0])
+        arena.weights(hosts, small)
+        arena._offsets[0] = 1 << 40
+        self.assertRaises(slotcache.ArenaError, arena.weights, hosts,
+                          small)
+        # nothing half-done is kept
+        self.check(arena, hosts, small)
+
+    def test_no_hosts(self):
+        small, big = self._shapes()
+        self.assertEqual([], slotcache.SlotArena([big], [16.0]).weights(
+            [], small))
