@@ -91,6 +91,27 @@ numa_slot_weigher_opts = [
         help='Explicit slot weights per reference flavor (name or flavor '
              'ID), for example "m1.xlarge:32,r1.2xlarge:64". Weights must be '
              'positive numbers.'),
+    cfg.BoolOpt(
+        'numa_slot_affinity_room',
+        default=True,
+        help='Room mode for the first member of an affinity (or '
+             'soft-affinity) server group, that is a group with no hosts '
+             'yet: NUMASlotWeigher then prefers the hosts that can still '
+             'take the most instances of the request\'s own shape (at most '
+             'numa_slot_affinity_group_size of them), and counts slot '
+             'losses only among hosts with equal room. The later members '
+             'must share the first one\'s host, so a first member placed on '
+             'a nearly full host strands the rest of its group. False '
+             'weighs every request by slot loss alone.'),
+    cfg.IntOpt(
+        'numa_slot_affinity_group_size',
+        default=0, min=0,
+        help='How many members of an affinity group the room mode makes '
+             'room for: hosts that can take this many instances of the '
+             'request\'s shape are equal, and the one where the request '
+             'costs the fewest reference slots wins. 0 means no limit (the '
+             'host with room for the most members wins). A multi-create '
+             'request counts its own instances when they are more.'),
 ]
 
 deployment_set_opts = [

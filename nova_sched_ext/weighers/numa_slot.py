@@ -48,6 +48,7 @@ from oslo_log import log as logging
 from nova_sched_ext import conf
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import slotcache
 
 LOG = logging.getLogger(__name__)
 CONF = conf.CONF
@@ -167,14 +168,79 @@ def _slot_weight(flavor):
     return float(max(flavor.vcpus, 1))
 
 
+_AFFINITY_POLICIES = ('affinity', 'soft-affinity')
+
+
+def room_cap(spec_obj):
+    """The room mode's cap for this request, or None for slot loss alone.
+
+    Room mode applies to the first member of an affinity (or soft-affinity)
+    server group: the group's ``hosts`` are known and empty.  Steered by
+    ``[nova_sched_ext] numa_slot_affinity_room`` and
+    ``numa_slot_affinity_group_size``.
+    """
+    opts = CONF.nova_sched_ext
+    if not opts.numa_slot_affinity_room:
+        return None
+    group = adapters._field(spec_obj, 'instance_group')
+    if group is None or adapters._field(group, 'policy') not in \
+            _AFFINITY_POLICIES:
+        return None
+    # 'hosts' lazy-loads from the database when unset: never trigger that
+    # here; Nova's setup_instance_group always sets it.
+    if not group.obj_attr_is_set('hosts') or group.hosts:
+        return None
+    size = opts.numa_slot_affinity_group_size
+    if size:
+        size = max(size, adapters._field(spec_obj, 'num_instances', 1) or 1)
+    return size
+
+
+class _ArenaHolder(object):
+    """The slot arena of the current reference list, shared by threads.
+
+    A new arena replaces the old one (one attribute write) when the
+    reference list changes; the arena itself locks around each call.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._arena = None
+
+    def get(self, shapes, slot_weights):
+        arena = self._arena
+        if arena is not None and arena.shapes == shapes and \
+                arena.shape_weights == tuple(float(w) for w in slot_weights):
+            return arena
+        with self._lock:
+            arena = self._arena
+            if arena is None or arena.shapes != shapes or \
+                    arena.shape_weights != tuple(float(w)
+                                                 for w in slot_weights):
+                arena = self._arena = slotcache.SlotArena(shapes,
+                                                          slot_weights)
+            return arena
+
+
 class NUMASlotWeigher(weights.BaseHostWeigher):
-    """Prefer the host where the request costs the fewest reference slots."""
+    """Prefer the host where the request costs the fewest reference slots.
+
+    With the C helper, packed hosts and their weights per request shape are
+    kept between requests (:mod:`nova_sched_ext.fit.slotcache`): a host
+    that did not change since a request of the same shape is not counted
+    again.
+    """
 
     def __init__(self):
         super().__init__()
         self.references = ReferenceFlavors()
+        self._arenas = _ArenaHolder()
 
     def weight_multiplier(self, host_state):
+        # Nova's handler asks once per host and request: skip the aggregate
+        # lookup for the (usual) host without aggregates.
+        if not host_state.aggregates:
+            return CONF.nova_sched_ext.numa_slot_weight_multiplier
         return scheduler_utils.get_weight_multiplier(
             host_state, 'numa_slot_weight_multiplier',
             CONF.nova_sched_ext.numa_slot_weight_multiplier)
@@ -192,9 +258,14 @@ class NUMASlotWeigher(weights.BaseHostWeigher):
             if not shapes or not hosts:
                 return [0.0] * len(hosts)
             request = adapters.shape_from_spec(spec_obj)
+            cap = room_cap(spec_obj)
+            if engine.backend_name() == 'c':
+                arena = self._arenas.get(shapes, slot_weights)
+                return arena.weights(hosts, request, cap)
             prepared = adapters.prepared_hosts(hosts)
             _before, _after, result = engine.slot_weights(
-                prepared, shapes, slot_weights, request, counts=False)
+                prepared, shapes, slot_weights, request, counts=False,
+                room_cap=cap)
             return result
         except adapters.Unsupported as exc:
             LOG.debug('NUMASlotWeigher: request outside the fit engine\'s '

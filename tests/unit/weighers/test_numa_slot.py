@@ -11,7 +11,9 @@ from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
 from nova_sched_ext import conf
+from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import slotcache
 from nova_sched_ext.weighers import numa_slot
 
 
@@ -126,7 +128,10 @@ class TestNUMASlotWeigher(WeigherTestCase):
     def test_engine_failure_weighs_all_hosts_the_same(self):
         hosts = [host_state('a', [8, 8]), host_state('b', [6, 6])]
         with mock.patch.object(engine, 'slot_weights', autospec=True,
-                               side_effect=RuntimeError('boom')):
+                               side_effect=RuntimeError('boom')), \
+                mock.patch.object(slotcache.SlotArena, 'weights',
+                                  autospec=True,
+                                  side_effect=slotcache.ArenaError('boom')):
             self.assertEqual([0.0, 0.0], self.weigher.weigh_objects(
                 [weights.WeighedHost(h, 0.0) for h in hosts],
                 request(SMALL)))
@@ -150,6 +155,155 @@ class TestNUMASlotWeigher(WeigherTestCase):
         tight.vcpus_used = 12     # 20 VCPU left: one plain-big slot
         self.assertEqual('tight', self.best(
             [roomy, tight], request(plain), [weigher])[0])
+
+
+def in_group(spec, policy, hosts=None):
+    group = objects.InstanceGroup(uuid=uuids.group, policy=policy,
+                                  members=[spec.instance_uuid])
+    if hosts is not None:
+        group.hosts = hosts
+    spec.instance_group = group
+    return spec
+
+
+class TestAffinityRoom(WeigherTestCase):
+    """Room mode: the first member of an affinity group needs room."""
+
+    def setUp(self):
+        super().setUp()
+        # 'roomy' takes four more BIG instances, 'tight' only one; a BIG
+        # request costs one BIG slot on either, and the fuller host wins
+        # the tie in slot-loss mode.
+        self.hosts = [host_state('roomy', [16, 16]),
+                      host_state('tight', [8, 0])]
+
+    def test_first_member_goes_where_the_group_has_room(self):
+        spec = in_group(request(BIG), 'affinity', hosts=[])
+        self.assertEqual('roomy', self.best(self.hosts, spec)[0])
+
+    def test_slot_loss_alone_without_a_group(self):
+        self.assertEqual('tight', self.best(self.hosts, request(BIG))[0])
+
+    def test_soft_affinity_counts_too(self):
+        spec = in_group(request(BIG), 'soft-affinity', hosts=[])
+        self.assertEqual('roomy', self.best(self.hosts, spec)[0])
+
+    def test_later_members_and_other_policies_use_slot_loss(self):
+        placed = in_group(request(BIG), 'affinity', hosts=['tight'])
+        self.assertEqual('tight', self.best(self.hosts, placed)[0])
+        anti = in_group(request(BIG), 'anti-affinity', hosts=[])
+        self.assertEqual('tight', self.best(self.hosts, anti)[0])
+
+    def test_unset_hosts_are_not_lazy_loaded(self):
+        spec = in_group(request(BIG), 'affinity')
+        with mock.patch.object(objects.InstanceGroup, 'obj_load_attr',
+                               side_effect=AssertionError('lazy load')):
+            self.assertEqual('tight', self.best(self.hosts, spec)[0])
+
+    def test_option_turns_it_off(self):
+        self.conf.config(numa_slot_affinity_room=False,
+                         group='nova_sched_ext')
+        spec = in_group(request(BIG), 'affinity', hosts=[])
+        self.assertEqual('tight', self.best(self.hosts, spec)[0])
+
+    def test_group_size_caps_the_room(self):
+        # Both hosts have room for one member: equal room, and the slot
+        # loss (then the fuller host) decides.
+        self.conf.config(numa_slot_affinity_group_size=1,
+                         group='nova_sched_ext')
+        spec = in_group(request(BIG), 'affinity', hosts=[])
+        self.assertEqual('tight', self.best(self.hosts, spec)[0])
+        # a multi-create of two needs room for both
+        spec.num_instances = 2
+        self.assertEqual('roomy', self.best(self.hosts, spec)[0])
+
+    def test_room_weights(self):
+        spec = in_group(request(BIG), 'affinity', hosts=[])
+        result = self.weigher.weigh_objects(
+            [weights.WeighedHost(h, 0.0) for h in self.hosts], spec)
+        # room 4 and 1, plus a share in (0, 0.5] that orders equal rooms
+        self.assertGreater(result[0], 4.0)
+        self.assertLessEqual(result[0], 4.5)
+        self.assertGreater(result[1], 1.0)
+        self.assertLessEqual(result[1], 1.5)
+
+
+class TestKeptBetweenRequests(WeigherTestCase):
+    """The C fast path keeps hosts and weights, never stale ones."""
+
+    def setUp(self):
+        super().setUp()
+        if engine.backend_name() != 'c':
+            self.skipTest('the C fit helper is not built')
+
+    def weigh(self, hosts, spec):
+        return self.weigher.weigh_objects(
+            [weights.WeighedHost(h, 0.0) for h in hosts], spec)
+
+    def twin(self, hosts, spec):
+        self.conf.config(fit_backend='python', group='nova_sched_ext')
+        try:
+            return self.make_weigher().weigh_objects(
+                [weights.WeighedHost(h, 0.0) for h in hosts], spec)
+        finally:
+            self.conf.config(fit_backend='c', group='nova_sched_ext')
+
+    def test_unchanged_hosts_are_not_rebuilt(self):
+        hosts = [host_state('a', [8, 8]), host_state('b', [6, 6])]
+        with mock.patch.object(
+                adapters, 'rebuild_prepared_host',
+                side_effect=adapters.rebuild_prepared_host) as rebuild:
+            first = self.weigh(hosts, request(SMALL))
+            second = self.weigh(hosts, request(SMALL))
+            self.weigh(hosts, request(BIG))
+        self.assertEqual(first, second)
+        self.assertEqual(2, rebuild.call_count)
+
+    def test_a_host_whose_usage_changes_gets_new_weights(self):
+        a, b = host_state('a', [8, 8]), host_state('b', [6, 6])
+        spec = request(SMALL)
+        self.assertEqual('b', self.best([a, b], spec)[0])
+        before = self.weigh([a, b], spec)
+        # Nova's own way: the scheduler consumes b for a BIG instance.
+        b.limits['numa_topology'] = objects.NUMATopologyLimits(
+            cpu_allocation_ratio=1.0, ram_allocation_ratio=1.0)
+        b.consume_from_request(in_group(request(BIG), 'affinity', []))
+        after = self.weigh([a, b], spec)
+        self.assertEqual(before[0], after[0])
+        self.assertNotEqual(before[1], after[1])
+        self.assertEqual(self.twin([a, b], spec), after)
+        # By hand, without touching 'updated': the usage is compared too.
+        a.vcpus_used = 31
+        self.assertEqual(self.twin([a, b], spec), self.weigh([a, b], spec))
+
+    def test_a_replaced_topology_is_looked_at_again(self):
+        a = host_state('a', [8, 8])
+        spec = request(SMALL)
+        self.weigh([a], spec)
+        a.numa_topology = host_state('a', [2, 2]).numa_topology
+        self.assertEqual(self.twin([a], spec), self.weigh([a], spec))
+
+    def test_several_allocation_candidates_match_the_twin(self):
+        hosts = [host_state('a', [8, 8]), host_state('b', [6, 6])]
+        spec = request(SMALL)
+        self.weigh(hosts, spec)
+        hosts[0].allocation_candidates = [{'mappings': {}}] * 2
+        self.assertEqual(self.twin(hosts, spec), self.weigh(hosts, spec))
+
+    def test_new_reference_list_gets_a_new_arena(self):
+        hosts = [host_state('a', [16, 16]), host_state('b', [6, 6])]
+        spec = request(SMALL)
+        self.conf.config(numa_slot_reference_refresh_interval=1,
+                         group='nova_sched_ext')
+        with mock.patch.object(numa_slot.time, 'monotonic',
+                               return_value=10.0):
+            with_big = self.weigh(hosts, spec)
+        self.loaded = [flavor('huge', 16, 16384, DEDICATED_1)]
+        with mock.patch.object(numa_slot.time, 'monotonic',
+                               return_value=20.0):
+            with_huge = self.weigh(hosts, spec)
+        self.assertNotEqual(with_big, with_huge)
+        self.assertEqual(self.twin(hosts, spec), with_huge)
 
 
 class TestReferenceFlavors(WeigherTestCase):
