@@ -23,7 +23,11 @@ wrappers*, outermost first::
 A wrapper does its work and calls ``call_next`` with the same arguments to
 go on (the innermost ``call_next`` is Nova's own ``select_destinations``);
 it may raise ``NoValidHost`` instead, and sees the ``NoValidHost`` of the
-calls it wraps as such.  Wrappers are built once per manager
+calls it wraps as such.  Whatever the caller asked for, wrappers see and
+return Selection objects (a list per instance: the selected host, then
+alternates if the caller wants them); the manager turns them into the
+legacy list of host dicts at the end for a caller that passed
+``return_objects=False``, as Nova does.  Wrappers are built once per manager
 from :attr:`SchedulerManager.REQUEST_WRAPPERS`, each called with the
 manager; a subclass extends that tuple to add its own.
 
@@ -32,6 +36,8 @@ The wrappers shipped:
 - :class:`nova_sched_ext.deployment_set.lock.DeploymentSetLock`: the
   per-set lock that makes DeploymentSetFilter safe under concurrent
   requests.
+- :class:`nova_sched_ext.preemption.driver.PreemptionSchedulerManager`
+  adds the preemptible caps and the eviction of preemptible instances.
 
 The manager is started by ``nova-sched-ext-scheduler``
 (:mod:`nova_sched_ext.cmd.scheduler`), which is ``nova-scheduler`` with
@@ -44,6 +50,7 @@ from nova import objects
 from nova.scheduler import manager as nova_manager
 from oslo_log import log as logging
 import oslo_messaging as messaging
+from oslo_serialization import jsonutils
 
 from nova_sched_ext.deployment_set import lock as ds_lock
 
@@ -82,12 +89,15 @@ class SchedulerManager(nova_manager.SchedulerManager):
             spec_obj = objects.RequestSpec.from_primitives(
                 context, request_spec, filter_properties)
         parent = super()
+        # As Nova does: no alternates in the legacy format.
+        return_alternates = return_alternates and return_objects
 
         def schedule(context, spec_obj, instance_uuids):
             try:
+                # Always objects, so wrappers see one format.
                 return parent.select_destinations(
                     context, spec_obj=spec_obj, instance_uuids=instance_uuids,
-                    return_objects=return_objects,
+                    return_objects=True,
                     return_alternates=return_alternates)
             except messaging.ExpectedException as exc:
                 # Nova's method wraps NoValidHost for the RPC server; the
@@ -98,7 +108,12 @@ class SchedulerManager(nova_manager.SchedulerManager):
         call = schedule
         for wrapper in reversed(self.request_wrappers):
             call = _chain(wrapper, call)
-        return call(context, spec_obj, instance_uuids)
+        selections = call(context, spec_obj, instance_uuids)
+        if not return_objects:
+            # What Nova's method returns to a caller that wants no objects.
+            return jsonutils.to_primitive(
+                [sel[0].to_dict() for sel in selections])
+        return selections
 
     def graceful_shutdown(self, timeout):
         super().graceful_shutdown(timeout)

@@ -13,17 +13,22 @@
 """nova-sched-ext-scheduler: nova-scheduler with the package's manager.
 
 It is ``nova-scheduler`` (``nova/cmd/scheduler.py`` of Nova 34) in every
-respect but one: the service runs
-:class:`nova_sched_ext.manager.SchedulerManager`.  Same command line
-(``--config-file``, ``--config-dir``), same ``nova.conf``, same service
-binary name (``nova-scheduler``) and RPC topic (``scheduler``), same
-``[scheduler] workers``: a deployer replaces the command and nothing else,
-and the rest of Nova cannot tell the difference.
+respect but one: the service runs the package's manager, the *driver* that
+``[nova_sched_ext] scheduler_driver`` names in the entry-point namespace
+``nova_sched_ext.scheduler_drivers`` (``default``:
+:class:`nova_sched_ext.manager.SchedulerManager`; ``preemption``:
+:class:`nova_sched_ext.preemption.driver.PreemptionSchedulerManager`).
+Same command line (``--config-file``, ``--config-dir``), same
+``nova.conf``, same service binary name (``nova-scheduler``) and RPC topic
+(``scheduler``), same ``[scheduler] workers``: a deployer replaces the
+command and nothing else, and the rest of Nova cannot tell the
+difference.
 """
 # autopep8: off
 from nova import monkey_patch; monkey_patch.patch(backend='threading')  # noqa
 # autopep8: on
 
+import importlib.metadata
 import sys
 
 from oslo_concurrency import processutils
@@ -40,18 +45,46 @@ from nova import thread_pool_factory
 from nova import version
 
 from nova_sched_ext import conf as sched_ext_conf  # noqa: registers options
-from nova_sched_ext import manager
+from nova_sched_ext.preemption import conf as preemption_conf  # noqa
 
 CONF = nova.conf.CONF
 
 #: the service binary the rest of Nova knows the scheduler by
 BINARY = 'nova-scheduler'
+#: the entry-point namespace of the scheduler drivers
+DRIVER_NAMESPACE = 'nova_sched_ext.scheduler_drivers'
+
+
+class UnknownDriver(Exception):
+    pass
+
+
+def driver_class_path(name):
+    """The class path of the manager registered as driver ``name``.
+
+    :raises UnknownDriver: no such entry point, or one that is not a class
+    """
+    found = importlib.metadata.entry_points(group=DRIVER_NAMESPACE)
+    for entry_point in found:
+        if entry_point.name == name:
+            module, _, attr = entry_point.value.partition(':')
+            if not attr or ' ' in attr:
+                break
+            return '%s.%s' % (module.strip(), attr.strip())
+    raise UnknownDriver(
+        '[nova_sched_ext] scheduler_driver = %r is not a scheduler driver; '
+        'known: %s' % (name, ', '.join(sorted(ep.name for ep in found))
+                       or 'none (is nova-sched-ext installed?)'))
 
 
 def create_service():
-    """The scheduler service, as ``nova-scheduler`` creates it."""
+    """The scheduler service, as ``nova-scheduler`` creates it.
+
+    Its manager is the driver ``[nova_sched_ext] scheduler_driver`` names.
+    """
+    manager = driver_class_path(CONF.nova_sched_ext.scheduler_driver)
     return service.Service.create(
-        binary=BINARY, topic=rpcapi.RPC_TOPIC, manager=manager.CLASS_PATH)
+        binary=BINARY, topic=rpcapi.RPC_TOPIC, manager=manager)
 
 
 def main():
@@ -63,7 +96,10 @@ def main():
 
     gmr.TextGuruMeditation.setup_autorun(version, conf=CONF)
 
-    server = create_service()
+    try:
+        server = create_service()
+    except UnknownDriver as exc:
+        sys.exit(str(exc))
 
     workers = CONF.scheduler.workers or processutils.get_worker_count()
     # As nova-scheduler does: the executors must not cross the fork of

@@ -1,0 +1,184 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The caps on preemptible instances, per availability zone and per host.
+
+:class:`PreemptibleCaps` is a request wrapper of the preemption driver.  A
+request for preemptible instances that need new room (a boot, an unshelve)
+is scheduled with the hosts that are at their cap, or in a zone at its cap,
+in ``ignore_hosts``; after Nova chose the hosts the counts are checked
+again with the request's own instances (a multi-create may fill a zone on
+its own), and a request beyond a cap releases its claims and fails with
+NoValidHost and one warning.
+
+Counting (``[nova_sched_ext] preemptible_max_per_az``,
+``preemptible_max_per_host``): the instances of every cell whose embedded
+flavor is preemptible and that are on a host (see :mod:`.census`), plus the
+ones this scheduler process placed in the last minutes that the cells do
+not show yet (the conductor creates them after the scheduler answers).
+Requests of one scheduler process are checked one at a time; several
+scheduler processes may overshoot a cap by the requests they check at the
+same moment.
+"""
+
+import collections
+import threading
+import time
+
+from nova import conf as nova_conf
+from nova import exception
+from nova import objects
+from oslo_log import log as logging
+
+from nova_sched_ext.preemption import census
+from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
+from nova_sched_ext.preemption import extra_specs
+
+CONF = nova_conf.CONF
+LOG = logging.getLogger(__name__)
+
+#: seconds a placement of this process counts before the cells show it
+PENDING_TTL = 600
+
+
+class PreemptibleCaps(object):
+    """Request wrapper: enforce the caps on preemptible instances."""
+
+    def __init__(self, manager):
+        self.manager = manager
+        # Serialises the preemptible requests of this process and guards
+        # the placements the cells do not show yet.
+        self._lock = threading.Lock()
+        #: {instance uuid: (host, expiry)}
+        self._pending = {}
+
+    @staticmethod
+    def limits():
+        opts = CONF.nova_sched_ext
+        return opts.preemptible_max_per_az, opts.preemptible_max_per_host
+
+    def __call__(self, call_next, context, spec_obj, instance_uuids):
+        per_az, per_host = self.limits()
+        if (per_az < 0 and per_host < 0) or \
+                not extra_specs.is_preemptible(spec_obj.flavor) or \
+                not census.needs_new_room(context, spec_obj, instance_uuids):
+            return call_next(context, spec_obj, instance_uuids)
+        with self._lock:
+            counts = self._counts(context)
+            zones = census.host_availability_zones(context)
+            full, why = self._full_hosts(context, counts, zones, per_az,
+                                         per_host)
+            original = spec_obj.ignore_hosts \
+                if spec_obj.obj_attr_is_set('ignore_hosts') else None
+            if full:
+                spec_obj.ignore_hosts = sorted(set(original or ()) | full)
+            try:
+                selections = call_next(context, spec_obj, instance_uuids)
+            except exception.NoValidHost:
+                if why:
+                    self._refuse(context, spec_obj, instance_uuids,
+                                 'no room outside the hosts at a cap (%s)'
+                                 % why)
+                raise
+            finally:
+                spec_obj.ignore_hosts = original
+            chosen = [per_instance[0].service_host
+                      for per_instance in selections]
+            over = self._over(counts, zones, chosen, per_az, per_host)
+            if over:
+                self._release(context, instance_uuids)
+                self._refuse(context, spec_obj, instance_uuids, over)
+                raise exception.NoValidHost(
+                    reason='the cap on preemptible instances is reached '
+                           '(%s)' % over)
+            expiry = time.monotonic() + PENDING_TTL
+            for uuid, host in zip(instance_uuids or (), chosen):
+                self._pending[uuid] = (host, expiry)
+            return selections
+
+    def _counts(self, context):
+        """Preemptible instances per host, the pending ones included."""
+        instances = census.preemptible_instances(context)
+        counts = census.count_by_host(instances)
+        known = {instance.uuid for instance in instances}
+        now = time.monotonic()
+        for uuid, (host, expiry) in list(self._pending.items()):
+            if uuid in known or expiry < now:
+                del self._pending[uuid]
+            else:
+                counts[host] += 1
+        return counts
+
+    @staticmethod
+    def _full_hosts(context, counts, zones, per_az, per_host):
+        """Hosts that cannot take one more preemptible instance.
+
+        :returns: ``(set of host names, why as text)``
+        """
+        full, why = set(), []
+        if per_host >= 0:
+            at_cap = sorted(h for h, n in counts.items() if n >= per_host)
+            full.update(at_cap)
+            if per_host == 0:
+                why.append('hosts at their cap of 0 per host: all')
+            elif at_cap:
+                why.append('hosts at their cap of %d per host: %s'
+                           % (per_host, ', '.join(at_cap)))
+        if per_az >= 0:
+            by_zone = collections.Counter()
+            for host, n in counts.items():
+                by_zone[census.zone_of(zones, host)] += n
+            full_zones = sorted(z for z, n in by_zone.items() if n >= per_az)
+            if full_zones or per_az == 0:
+                hosts = {m.host for m in objects.HostMappingList.get_all(
+                    context)}
+                full.update(h for h in hosts if per_az == 0 or
+                            census.zone_of(zones, h) in full_zones)
+                why.append('availability zones at their cap of %d: %s'
+                           % (per_az, ', '.join(full_zones) or 'all'))
+        return full, '; '.join(why)
+
+    @staticmethod
+    def _refuse(context, spec_obj, instance_uuids, why):
+        LOG.warning('Preemptible request %(req)s for %(n)d instance(s) of '
+                    'flavor %(flavor)s refused by the preemptible caps: '
+                    '%(why)s.',
+                    {'req': context.request_id,
+                     'n': len(instance_uuids or ()),
+                     'flavor': spec_obj.flavor.name, 'why': why})
+
+    @staticmethod
+    def _over(counts, zones, chosen, per_az, per_host):
+        """What the chosen hosts would exceed, as text; '' if nothing."""
+        after = collections.Counter(counts)
+        after.update(chosen)
+        problems = []
+        if per_host >= 0:
+            for host in sorted(set(chosen)):
+                if after[host] > per_host:
+                    problems.append('host %s would hold %d (max %d per host)'
+                                    % (host, after[host], per_host))
+        if per_az >= 0:
+            by_zone = collections.Counter()
+            for host, n in after.items():
+                by_zone[census.zone_of(zones, host)] += n
+            for zone in sorted({census.zone_of(zones, h) for h in chosen}):
+                if by_zone[zone] > per_az:
+                    problems.append('zone %s would hold %d (max %d per '
+                                    'availability zone)'
+                                    % (zone, by_zone[zone], per_az))
+        return '; '.join(problems)
+
+    def _release(self, context, instance_uuids):
+        for uuid in instance_uuids or ():
+            self.manager.placement_client.delete_allocation_for_instance(
+                context, uuid, force=True)

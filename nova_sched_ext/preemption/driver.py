@@ -1,0 +1,492 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The preemption driver: on-demand requests evict preemptible instances.
+
+:class:`PreemptionSchedulerManager` is the package's scheduler manager
+(:class:`nova_sched_ext.manager.SchedulerManager`) with two more request
+wrappers, run inside the deployment-set lock:
+
+1. :class:`~nova_sched_ext.preemption.caps.PreemptibleCaps`: the caps on
+   preemptible instances per availability zone and per host;
+2. :class:`Eviction`: when a request for new room (a boot or an unshelve)
+   of a NON-preemptible flavor ends in NoValidHost, find hosts where free
+   room plus preemptible instances fit it, choose the victims
+   (``[nova_sched_ext] preemption_victim_strategy``), reserve their room in
+   placement in one atomic ``POST /allocations``, evict them through the
+   Compute API (``preemption_action``), wait until they are gone
+   (``preemption_wait_timeout``) and return the reserved hosts as the
+   request's selections.  Every failure releases the reservation, evicts
+   nothing more and ends in NoValidHost with one summary log line.
+
+Preemptible requests never evict; rebuilds, resizes and migrations do not
+either (they keep Nova's answer).  Run it with
+``[nova_sched_ext] scheduler_driver = preemption`` and
+``nova-sched-ext-scheduler``.
+
+What the candidate hosts are checked against (a host full of preemptible
+instances never reaches Nova's filters, since placement found no room):
+
+- the resources of the request's flavor (placement, unsuffixed group;
+  requests with granular groups or port/accelerator resources are not
+  served by eviction), the root provider's required/forbidden traits and
+  the required/forbidden aggregates placement would have checked;
+- the forced host/node, the requested destination, ``ignore_hosts`` and
+  the requested availability zone;
+- every enabled filter except those that measure what the victims hold and
+  so would reject a host for the very usage the eviction frees:
+  :data:`USAGE_FILTERS` (NUMA and PCI fit is checked instead by
+  :mod:`.victims` with the victims' usage removed).
+"""
+
+import time
+
+from nova import conf as nova_conf
+from nova import exception
+from nova import objects
+from nova.scheduler import utils as scheduler_utils
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+
+from nova_sched_ext import manager as ext_manager
+from nova_sched_ext.preemption import caps
+from nova_sched_ext.preemption import census
+from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
+from nova_sched_ext.preemption import evictor as evictor_mod
+from nova_sched_ext.preemption import extra_specs
+from nova_sched_ext.preemption import notifications
+from nova_sched_ext.preemption import reservation
+from nova_sched_ext.preemption import strategies
+from nova_sched_ext.preemption import victims as victims_mod
+
+CONF = nova_conf.CONF
+LOG = logging.getLogger(__name__)
+
+CLASS_PATH = 'nova_sched_ext.preemption.driver.PreemptionSchedulerManager'
+
+#: enabled filters not re-run on eviction candidates: they judge the usage
+#: the victims hold (NUMA, PCI and instance counts)
+USAGE_FILTERS = frozenset((
+    'NUMATopologyFilter', 'NUMAFitFilter', 'PciPassthroughFilter',
+    'NumInstancesFilter', 'AggregateNumInstancesFilter', 'IoOpsFilter',
+    'AggregateIoOpsFilter',
+))
+
+
+class EvictionFailed(Exception):
+    """One step of an eviction failed; the message says which."""
+
+
+class Eviction(object):
+    """Request wrapper: evict preemptible instances for on-demand requests.
+
+    Built once per manager and shared by concurrent requests: everything
+    about one request lives in a :class:`_Attempt`.  Options:
+    ``[nova_sched_ext] preemption_victim_strategy`` (read once, here),
+    ``preemption_action``, ``preemption_wait_timeout``,
+    ``preemption_poll_interval`` and the ``[nova_sched_ext_evictor]``
+    credentials.
+    """
+
+    def __init__(self, manager):
+        self.manager = manager
+        self.strategy = strategies.load_strategy(
+            CONF.nova_sched_ext.preemption_victim_strategy)
+        self.evictor = evictor_mod.Evictor()
+        LOG.info('Preemption: victims chosen by strategy %s, evicted by '
+                 '%s.', self.strategy.name,
+                 CONF.nova_sched_ext.preemption_action)
+
+    def __call__(self, call_next, context, spec_obj, instance_uuids):
+        try:
+            return call_next(context, spec_obj, instance_uuids)
+        except exception.NoValidHost:
+            if not self.may_evict(context, spec_obj, instance_uuids):
+                raise
+        # Two tries: a lost race for a victim (409) plans again once.
+        for _try in range(2):
+            attempt = _Attempt(self, context, spec_obj, instance_uuids)
+            try:
+                return attempt.run()
+            except _Retry:
+                continue
+        raise exception.NoValidHost(
+            reason='the room of the preemptible instances chosen was '
+                   'taken by another request')
+
+    @staticmethod
+    def may_evict(context, spec_obj, instance_uuids):
+        if extra_specs.is_preemptible(spec_obj.flavor):
+            return False
+        return census.needs_new_room(context, spec_obj, instance_uuids)
+
+
+class _Retry(Exception):
+    pass
+
+
+class _Attempt(object):
+    """One eviction for one request, from the plan to the selections."""
+
+    def __init__(self, wrapper, context, spec_obj, instance_uuids):
+        self.wrapper = wrapper
+        self.manager = wrapper.manager
+        self.client = wrapper.manager.placement_client
+        self.context = context
+        self.spec_obj = spec_obj
+        self.instance_uuids = list(instance_uuids)
+        self.action = CONF.nova_sched_ext.preemption_action
+        # what happened, for the summary
+        self.plan = None
+        #: victims whose eviction the API accepted (or that were gone)
+        self.evicted = []
+        #: the victim whose eviction failed, if any
+        self.failed = None
+
+    # --- the sequence -------------------------------------------------
+
+    def run(self):
+        started = time.monotonic()
+        try:
+            resources, hosts, plan = self.make_plan()
+        except (exception.NoValidHost, _Retry):
+            raise
+        except Exception:
+            # Nothing is reserved or evicted yet: the request fails as it
+            # would have without the driver.
+            LOG.exception('Preemption: request %s: looking for victims '
+                          'failed; nothing was evicted.',
+                          self.context.request_id)
+            raise exception.NoValidHost(reason='')
+        if plan is None:
+            LOG.info('Preemption: request %(req)s (%(n)d x flavor '
+                     '%(flavor)s) cannot be served even by evicting '
+                     'preemptible instances (%(hosts)d candidate hosts).',
+                     {'req': self.context.request_id,
+                      'n': len(self.instance_uuids),
+                      'flavor': self.spec_obj.flavor.name,
+                      'hosts': len(hosts)})
+            raise exception.NoValidHost(reason='')
+        self.plan = plan
+        before = self.reserve(plan, resources)
+        try:
+            self.evict(plan)
+            self.wait(plan)
+        except Exception as exc:
+            # Whatever failed (the API, a timeout, a bug), the reservation
+            # must not outlive the request.
+            if not isinstance(exc, (EvictionFailed,
+                                    evictor_mod.EvictionError)):
+                LOG.exception('Preemption: request %s: eviction failed.',
+                              self.context.request_id)
+            self.roll_back(before, exc)
+            raise exception.NoValidHost(
+                reason='preemptible instances could not be evicted: %s'
+                       % exc)
+        LOG.info('Preemption: request %(req)s served on %(hosts)s after '
+                 'evicting %(victims)s in %(s).1f s.',
+                 {'req': self.context.request_id,
+                  'hosts': ', '.join(h.host for h in plan.hosts),
+                  'victims': ', '.join(self.evicted) or 'nothing',
+                  's': time.monotonic() - started})
+        return self.selections(plan, resources)
+
+    def make_plan(self):
+        """``(resources of one instance, candidate hosts, plan or None)``"""
+        resources = self.request_resources()
+        if resources is None:
+            raise exception.NoValidHost(reason='')
+        hosts = self.candidate_hosts(resources)
+        if not hosts:
+            return resources, hosts, None
+        request = victims_mod.Request(resources=resources,
+                                      spec_obj=self.spec_obj,
+                                      count=len(self.instance_uuids))
+        return resources, hosts, victims_mod.plan_eviction(
+            hosts, request, self.wrapper.strategy)
+
+    def request_resources(self):
+        """``{rc: amount}`` of one instance, or None if not servable."""
+        if self.spec_obj.obj_attr_is_set('requested_resources') and \
+                self.spec_obj.requested_resources:
+            LOG.info('Preemption: request %s has port or accelerator '
+                     'resources; eviction does not serve it.',
+                     self.context.request_id)
+            return None
+        request = scheduler_utils.resources_from_request_spec(
+            self.context, self.spec_obj, self.manager.host_manager,
+            enable_pinning_translate=True)
+        if request.get_num_of_suffixed_groups():
+            LOG.info('Preemption: request %s has granular resource groups; '
+                     'eviction does not serve it.', self.context.request_id)
+            return None
+        self.resource_request = request
+        return {rc: n for rc, n in
+                request.get_request_group(None).resources.items() if n}
+
+    # --- candidates ---------------------------------------------------
+
+    def candidate_hosts(self, resources):
+        """``[victims.CandidateHost]`` that pass the request's constraints."""
+        flavor_ids = census.preemptible_flavor_ids(self.context)
+        instances = [i for i in census.preemptible_instances(
+            self.context, flavor_ids=flavor_ids) if not census.is_going(i)]
+        if not instances:
+            return []
+        by_node = {}
+        for instance in instances:
+            by_node.setdefault((instance.host, instance.node),
+                               []).append(instance)
+        # None: every compute node (of the requested cell, if any).
+        states = [s for s in
+                  self.manager.host_manager.get_host_states_by_uuids(
+                      self.context, None, self.spec_obj)
+                  if (s.host, s.nodename) in by_node]
+        states = self.filter_hosts(states)
+        hosts = []
+        for state in states:
+            host = self.describe_host(state, by_node[(state.host,
+                                                      state.nodename)])
+            if host is not None:
+                hosts.append(host)
+        return hosts
+
+    def filter_hosts(self, states):
+        spec = self.spec_obj
+        wanted = {
+            'ignore': {h.lower() for h in (spec.ignore_hosts or ())},
+            'force': {h.lower() for h in (spec.force_hosts or ())},
+            'nodes': set(spec.force_nodes or ()),
+        }
+        dest = spec.requested_destination \
+            if spec.obj_attr_is_set('requested_destination') else None
+        zone = spec.availability_zone \
+            if spec.obj_attr_is_set('availability_zone') else None
+        zones = census.host_availability_zones(self.context) if zone else {}
+        group = self.resource_request.get_request_group(None)
+        required_aggs = [set(any_of) for any_of in
+                         (group.aggregates or ())]
+        forbidden_aggs = set(group.forbidden_aggregates or ())
+        kept = []
+        for state in states:
+            name = state.host.lower()
+            if name in wanted['ignore'] or \
+                    wanted['force'] and name not in wanted['force'] or \
+                    wanted['nodes'] and state.nodename not in \
+                    wanted['nodes']:
+                continue
+            if dest is not None and dest.obj_attr_is_set('host') and \
+                    dest.host and (dest.host != state.host or (
+                        dest.obj_attr_is_set('node') and dest.node and
+                        dest.node != state.nodename)):
+                continue
+            if zone and census.zone_of(zones, state.host) != zone:
+                continue
+            member_of = {agg.uuid for agg in state.aggregates}
+            if any(not (any_of & member_of) for any_of in required_aggs) \
+                    or member_of & forbidden_aggs:
+                continue
+            kept.append(state)
+        filters = [f for f in self.manager.host_manager.enabled_filters
+                   if type(f).__name__ not in USAGE_FILTERS]
+        if kept and filters:
+            kept = list(self.manager.host_manager.filter_handler
+                        .get_filtered_objects(filters, kept, spec, 0) or [])
+        return kept
+
+    def describe_host(self, state, instances):
+        """The host as victim selection sees it, or None if unusable."""
+        rp_uuid = state.uuid
+        traits = self.client.get_provider_traits(self.context,
+                                                 rp_uuid).traits
+        group = self.resource_request.get_request_group(None)
+        required = set(group.required_traits or ()) | set(
+            getattr(self.resource_request, '_root_required', ()) or ())
+        forbidden = set(group.forbidden_traits or ()) | set(
+            getattr(self.resource_request, '_root_forbidden', ()) or ())
+        if not required <= set(traits) or forbidden & set(traits):
+            return None
+        inventories = self._get('/resource_providers/%s/inventories'
+                                % rp_uuid)['inventories']
+        usages = self._get('/resource_providers/%s/usages'
+                           % rp_uuid)['usages']
+        consumers = self._get('/resource_providers/%s/allocations'
+                              % rp_uuid)['allocations']
+        free, max_unit = {}, {}
+        for rc, inv in inventories.items():
+            capacity = int((inv['total'] - inv['reserved']) *
+                           inv['allocation_ratio'])
+            free[rc] = capacity - usages.get(rc, 0)
+            max_unit[rc] = inv['max_unit']
+        victims = []
+        for instance in instances:
+            held = consumers.get(instance.uuid, {}).get('resources')
+            if not held:
+                continue
+            victims.append(victims_mod.Victim(
+                uuid=instance.uuid, project_id=instance.project_id,
+                created_at=instance.created_at, resources=dict(held),
+                numa_topology=instance.numa_topology,
+                pci_requests=instance.pci_requests))
+        if not victims:
+            return None
+        return victims_mod.CandidateHost(
+            host=state.host, nodename=state.nodename, rp_uuid=rp_uuid,
+            free=free, host_state=state, victims=victims,
+            max_unit=max_unit)
+
+    def _get(self, url):
+        resp = self.client.get(url, global_request_id=self.context.global_id)
+        if resp is None or not resp:
+            raise exception.NoValidHost(
+                reason='placement did not answer %s' % url)
+        return resp.json()
+
+    # --- reservation --------------------------------------------------
+
+    def reserve(self, plan, resources):
+        """Reserve the room; returns the victims' allocations before.
+
+        :raises _Retry: another request changed a victim or a provider
+        """
+        before = {}
+        for placement in plan.placements:
+            for victim in placement.victims:
+                current = reservation.read_allocations(
+                    self.client, self.context, victim.uuid)
+                held = current['allocations'].get(
+                    placement.host.rp_uuid, {}).get('resources', {})
+                if held != dict(victim.resources):
+                    LOG.info('Preemption: request %s: victim %s changed '
+                             'since it was chosen; planning again.',
+                             self.context.request_id, victim.uuid)
+                    raise _Retry()
+                before[victim.uuid] = current
+        new = [(uuid, placement.host.rp_uuid, resources)
+               for uuid, placement in zip(self.instance_uuids,
+                                          plan.placements)]
+        try:
+            reservation.reserve(self.client, self.context, new, before,
+                                self.spec_obj.project_id,
+                                self.spec_obj.user_id)
+        except reservation.ReservationFailed as exc:
+            LOG.info('Preemption: request %s could not reserve the room '
+                     'of its victims: %s', self.context.request_id, exc)
+            if exc.conflict:
+                raise _Retry()
+            raise exception.NoValidHost(
+                reason='the room of preemptible instances could not be '
+                       'reserved')
+        return before
+
+    # --- eviction -----------------------------------------------------
+
+    def evict(self, plan):
+        evictor = self.wrapper.evictor
+        # Everything is re-checked before anything is evicted, so a
+        # victim that stopped being preemptible stops the whole eviction.
+        for victim in plan.victims:
+            evictor.check_preemptible(victim.uuid)
+        for placement, uuid in zip(plan.placements, self.instance_uuids):
+            names = [v.uuid for v in placement.victims]
+            for victim in placement.victims:
+                if victim.uuid in self.evicted:
+                    continue
+                self.failed = victim.uuid
+                evictor.evict(victim.uuid, self.action)
+                self.failed = None
+                self.evicted.append(victim.uuid)
+            if not names:
+                continue
+            LOG.info('Preemption: request %(req)s evicts (%(action)s) '
+                     '%(victims)s on host %(host)s for instance %(uuid)s.',
+                     {'req': self.context.request_id, 'action': self.action,
+                      'victims': ', '.join(names),
+                      'host': placement.host.host, 'uuid': uuid})
+            notifications.notify_eviction(
+                self.context, notifications.EvictionPayload(
+                    request_id=self.context.request_id, instance_uuid=uuid,
+                    host=placement.host.host,
+                    nodename=placement.host.nodename, action=self.action,
+                    victims=names,
+                    victim_projects=[v.project_id or ''
+                                     for v in placement.victims]))
+
+    def wait(self, plan):
+        opts = CONF.nova_sched_ext
+        left = self.wrapper.evictor.wait_gone(
+            [v.uuid for v in plan.victims], self.action,
+            opts.preemption_wait_timeout, opts.preemption_poll_interval)
+        if left:
+            raise EvictionFailed(
+                'still there after %d s: %s'
+                % (opts.preemption_wait_timeout, ', '.join(left)))
+
+    def roll_back(self, before, error):
+        """Release the reservation; log what an operator needs to know."""
+        restore = {uuid: alloc for uuid, alloc in before.items()
+                   if uuid not in self.evicted}
+        if self.failed and not self._untouched(self.failed):
+            # Its eviction may have started: its compute host will drop
+            # its allocations, which must not come back.
+            del restore[self.failed]
+        released = 'released'
+        try:
+            reservation.release(self.client, self.context,
+                                self.instance_uuids, restore)
+        except Exception as exc:
+            released = 'NOT released (%s): check the allocations of %s' % (
+                exc, ', '.join(self.instance_uuids + sorted(restore)))
+        LOG.error('Preemption: request %(req)s failed: %(error)s. Hosts: '
+                  '%(hosts)s; evicted: %(evicted)s; not evicted: '
+                  '%(kept)s; reservation %(released)s.',
+                  {'req': self.context.request_id, 'error': error,
+                   'hosts': ', '.join(h.host for h in self.plan.hosts),
+                   'evicted': ', '.join(self.evicted) or 'none',
+                   'kept': ', '.join(sorted(restore)) or 'none',
+                   'released': released})
+
+    def _untouched(self, uuid):
+        """A victim whose failed eviction left it as it was."""
+        try:
+            server = self.wrapper.evictor.get(uuid)
+        except evictor_mod.EvictionError:
+            return False
+        return server is not None and not server.task_state and \
+            server.status not in ('DELETED', 'SOFT_DELETED', 'SHELVED',
+                                  'SHELVED_OFFLOADED', 'ERROR')
+
+    # --- answer -------------------------------------------------------
+
+    def selections(self, plan, resources):
+        """One list per instance: the reserved host, no alternates.
+
+        An alternate would be built on by the conductor without the
+        scheduler, outside the reserved room.
+        """
+        answer = []
+        for placement in plan.placements:
+            request = reservation.allocation_request(
+                placement.host.rp_uuid, resources)
+            answer.append([objects.Selection.from_host_state(
+                placement.host.host_state,
+                allocation_request=jsonutils.dumps(request),
+                allocation_request_version=(
+                    reservation.ALLOCATION_REQUEST_VERSION))])
+        return answer
+
+
+class PreemptionSchedulerManager(ext_manager.SchedulerManager):
+    """The package's manager with preemptible caps and eviction."""
+
+    REQUEST_WRAPPERS = ext_manager.SchedulerManager.REQUEST_WRAPPERS + (
+        caps.PreemptibleCaps, Eviction)
