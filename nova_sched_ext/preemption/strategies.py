@@ -36,6 +36,7 @@ registering it in the entry-point namespace.  Strategies are shared by
 concurrent requests: they keep no per-request state on ``self``.
 """
 
+import bisect
 import heapq
 import itertools
 import math
@@ -55,6 +56,10 @@ DEFAULT_STRATEGY = 'minimal'
 #: Subsets of one size tried exactly on one host; past this many (e.g. 4
 #: victims out of 20), the host offers its greedy choice instead.
 MAX_SUBSETS_PER_HOST = 2000
+
+# Waste is compared rounded to 1e-9; subsets closer than this to the least
+# waste of a host are compared in full.
+_TOLERANCE = 1e-8
 
 
 class VictimStrategy:
@@ -197,7 +202,12 @@ class MinimalVictims(VictimStrategy):
         first = 0 if any(not s.deficit for s in searches) else 1
         last = max(len(s.host.victims) for s in searches)
         for size in range(first, last + 1):
+            # At 2 victims or more, each host first offers only its best
+            # subset; its other subsets join the heap only if that one
+            # fails the NUMA check, which keeps the order exact.
             candidates = []
+            complete = set()
+            least = math.inf
             for seq, search in enumerate(searches):
                 if size > len(search.host.victims):
                     continue
@@ -206,18 +216,45 @@ class MinimalVictims(VictimStrategy):
                         host = search.host
                         candidates.append((0, 0.0, 0.0, host.host,
                                            host.nodename, (), seq, ()))
+                    complete.add(seq)
                 elif size == 1:
                     self._singles(search, seq, need, candidates)
+                    complete.add(seq)
                 elif search.lower_bound() <= size:
-                    self._subsets(search, seq, size, need, candidates)
+                    entry = self._best(search, seq, size, need, least)
+                    if entry is not None:
+                        candidates.append(entry)
+                        least = min(least, entry[1])
+                    elif least < math.inf:
+                        # Everything here wastes more than the best seen
+                        # so far: a placeholder ordered after all subsets
+                        # of that waste stands for the host, and its best
+                        # subset is searched for only if it is reached.
+                        host = search.host
+                        candidates.append((size, least, math.inf,
+                                           host.host, host.nodename, (),
+                                           seq, None))
             heapq.heapify(candidates)
             while candidates:
                 entry = heapq.heappop(candidates)
-                search = searches[entry[-2]]
+                seq = entry[-2]
+                search = searches[seq]
+                if entry[-1] is None:
+                    entry = self._best(search, seq, size, need)
+                    if entry is not None:
+                        heapq.heappush(candidates, entry)
+                    continue
                 chosen = tuple(search.host.victims[i] for i in entry[-1])
                 if victims_mod.numa_fits(search.host, request,
                                          chosen) is True:
                     return victims_mod.Placement(search.host, chosen)
+                if seq not in complete:
+                    complete.add(seq)
+                    others = []
+                    self._subsets(search, seq, size, need, others)
+                    for other in others:
+                        if other[-1] != entry[-1]:
+                            heapq.heappush(candidates, other)
         return None
 
     @staticmethod
@@ -293,20 +330,116 @@ class MinimalVictims(VictimStrategy):
                 for rc, lacking in deficit) else []
         if not combos:
             return
-        weights = search.weights
-        if weights is None:
-            weights = search.weights = [
+        weights = self._victim_weights(search, need)
+        for combo in combos:
+            candidates.append(self._entry(
+                search, seq, combo, sum(weights[i] for i in combo)))
+
+    @staticmethod
+    def _victim_weights(search, need):
+        """Each victim's share of the waste (see :func:`waste`)."""
+        if search.weights is None:
+            search.weights = [
                 sum(map(operator.truediv,
                         map(v.resources.get, need.classes, need.zeros),
                         need.amounts))
-                for v in victims]
-        base = search.base_waste
-        for combo in combos:
-            wasted = sum(weights[i] for i in combo) - base
-            oldest = min(victims[i].created_ts for i in combo)
-            uuids = tuple(sorted(victims[i].uuid for i in combo))
-            candidates.append((size, round(wasted, 9), -oldest, host.host,
-                               host.nodename, uuids, seq, combo))
+                for v in search.host.victims]
+        return search.weights
+
+    @staticmethod
+    def _entry(search, seq, combo, weight):
+        """The heap entry of one subset: its key, then where it is."""
+        host = search.host
+        victims = host.victims
+        oldest = min(victims[i].created_ts for i in combo)
+        uuids = tuple(sorted(victims[i].uuid for i in combo))
+        return (len(combo), round(weight - search.base_waste, 9), -oldest,
+                host.host, host.nodename, uuids, seq, combo)
+
+    def _best(self, search, seq, size, need, bound=math.inf):
+        """The heap entry of the host's best subset of ``size`` >= 2 victims.
+
+        Same order as :meth:`_subsets` but without building an entry per
+        subset: only the subsets within rounding of the least waste are
+        compared in full.  None when no subset fits at the host level or
+        none wastes at most ``bound``.
+        """
+        victims = search.host.victims
+        count = len(victims)
+        if math.comb(count, size) > MAX_SUBSETS_PER_HOST:
+            entries = []
+            self._subsets(search, seq, size, need, entries)
+            return entries[0] if entries else None
+        weights = self._victim_weights(search, need)
+        # Branch and bound over the victims sorted by weight: a branch stops
+        # as soon as its least possible waste exceeds the best found, or
+        # its largest possible amounts cannot cover the deficit.
+        order = sorted(range(count), key=weights.__getitem__)
+        sorted_weights = [weights[i] for i in order]
+        prefix = [0.0]
+        for weight in sorted_weights:
+            prefix.append(prefix[-1] + weight)
+        lackings = [lacking for _rc, lacking in search.deficit]
+        requested = [need[rc] for rc, _lacking in search.deficit]
+        columns, suffix_max = [], []
+        for rc, _lacking in search.deficit:
+            column = [victims[i].resources.get(rc, 0) for i in order]
+            largest = [0] * (count + 1)
+            for position in range(count - 1, -1, -1):
+                largest[position] = max(column[position],
+                                        largest[position + 1])
+            columns.append(column)
+            suffix_max.append(largest)
+        classes = range(len(columns))
+        best = [bound + search.base_waste]
+        near = []
+
+        def last_victim(start, total, partial, chosen):
+            # The innermost level, kept tight: it runs for most subsets.
+            lacking = [lackings[c] - partial[c] for c in classes]
+            # A victim that covers what is still lacking weighs at least
+            # this much: skip the lighter ones at once.
+            lightest = sum(max(0, lacking[c]) / requested[c]
+                           for c in classes)
+            start = bisect.bisect_left(sorted_weights,
+                                       lightest - _TOLERANCE, start)
+            for position in range(start, count):
+                weight = total + sorted_weights[position]
+                if weight > best[0] + _TOLERANCE:
+                    return
+                for c in classes:
+                    if columns[c][position] < lacking[c]:
+                        break
+                else:
+                    near.append((weight, chosen + (position,)))
+                    if weight < best[0]:
+                        best[0] = weight
+
+        def search_from(start, remaining, total, partial, chosen):
+            if remaining == 1:
+                last_victim(start, total, partial, chosen)
+                return
+            for position in range(start, count - remaining + 1):
+                least = total + prefix[position + remaining] - \
+                    prefix[position]
+                if least > best[0] + _TOLERANCE:
+                    return
+                if any(partial[c] + remaining * suffix_max[c][position] <
+                       lackings[c] for c in classes):
+                    return
+                search_from(position + 1, remaining - 1,
+                            total + sorted_weights[position],
+                            [partial[c] + columns[c][position]
+                             for c in classes],
+                            chosen + (position,))
+
+        search_from(0, size, 0.0, [0] * len(columns), ())
+        near = [(total, tuple(sorted(order[p] for p in positions)))
+                for total, positions in near]
+        if not near:
+            return None
+        return min(self._entry(search, seq, combo, total)
+                   for total, combo in near if total <= best[0] + _TOLERANCE)
 
     @staticmethod
     def _greedy(search):

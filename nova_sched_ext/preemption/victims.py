@@ -66,7 +66,8 @@ class Victim:
 
     :param uuid: the instance UUID
     :param project_id: the instance's project
-    :param created_at: when the instance was created (naive means UTC)
+    :param created_at: when the instance was created (naive means UTC;
+        None counts as the oldest)
     :param resources: placement resource class -> amount the instance holds
         on the host's root provider, e.g. ``{'VCPU': 2, 'MEMORY_MB': 2048}``
     :param numa_topology: its ``InstanceNUMATopology`` (with CPU pinning and
@@ -92,8 +93,13 @@ class Victim:
 
     @functools.cached_property
     def created_ts(self):
-        """``created_at`` as seconds since the epoch (naive means UTC)."""
+        """``created_at`` as seconds since the epoch (naive means UTC).
+
+        An unknown creation time counts as the oldest possible.
+        """
         created = self.created_at
+        if created is None:
+            return float('-inf')
         if created.tzinfo is None:
             created = created.replace(tzinfo=datetime.timezone.utc)
         return (created - _EPOCH).total_seconds()

@@ -12,6 +12,7 @@
 
 """The minimal and random strategies, and loading them by name."""
 
+import itertools
 import random
 from unittest import mock
 
@@ -23,6 +24,7 @@ import testtools
 
 from nova_sched_ext.preemption import bench
 from nova_sched_ext.preemption import strategies
+from nova_sched_ext.preemption import victims
 from tests.unit.preemption import test_victims
 from tests.unit.preemption import victims_fixtures as fx
 
@@ -40,6 +42,26 @@ def full_host(name, *victim_specs):
     for uuid, cpus, mem, hours in victim_specs:
         host.add(fx.vcpu(cpus, mem), victim=uuid, created_at=fx.at(hours))
     return host.candidate()
+
+
+def exhaustive_choice(hosts, request):
+    """The documented order, applied to every subset of every host."""
+    fitting = []
+    for host in hosts:
+        for size in range(len(host.victims) + 1):
+            for subset in itertools.combinations(host.victims, size):
+                if victims.host_fits(host, request, subset) is True:
+                    wasted = strategies.waste(
+                        request.resources, host.free,
+                        victims.freed_resources(subset))
+                    fitting.append((size, wasted, host, subset))
+    size = min(f[0] for f in fitting)
+    least = min(f[1] for f in fitting if f[0] == size)
+    ties = [f for f in fitting if f[0] == size and f[1] <= least + 1e-6]
+    _size, _wasted, host, subset = min(ties, key=lambda f: (
+        -min((v.created_ts for v in f[3]), default=0.0), f[2].host,
+        f[2].nodename, sorted(v.uuid for v in f[3])))
+    return host.host, sorted(v.uuid for v in subset)
 
 
 def chosen(plan):
@@ -118,6 +140,29 @@ class TestMinimalVictims(testtools.TestCase):
                          self.choose([host.candidate(with_numa=False)],
                                      fx.pinned(3)))
 
+    def test_best_pair_failing_numa_falls_back_to_another_host(self):
+        # On "a" the only pair wastes least but leaves 2 + 1 free pinned
+        # CPUs in two cells; "b"'s pair wastes more (more memory) and
+        # frees 3 in one cell.  "a" is searched first.
+        a = fx.Host('a')
+        a.add(fx.pinned(2), cell=0)
+        a.add(fx.pinned(1, 512), cell=0, victim='a1')
+        a.add(fx.pinned(3), cell=1)
+        a.add(fx.pinned(1, 512), cell=1, victim='a2')
+        b = fx.Host('b')
+        b.add(fx.pinned(1), cell=0)
+        b.add(fx.pinned(2, 1024), cell=0, victim='b1')
+        b.add(fx.pinned(1, 1024), cell=0, victim='b2')
+        b.add(fx.pinned(4), cell=1)
+        hosts = [a.candidate(), b.candidate()]
+        self.assertEqual([('b', ['b1', 'b2'])],
+                         self.choose(hosts, fx.pinned(3)))
+        # Host level only, "a" would win.
+        self.assertEqual(
+            [('a', ['a1', 'a2'])],
+            self.choose([a.candidate(with_numa=False),
+                         b.candidate(with_numa=False)], fx.pinned(3)))
+
     def test_nothing_fits(self):
         hosts = [full_host('a', ('a1', 2, 1024, 0))]
         self.assertIsNone(self.strategy.choose(
@@ -153,6 +198,18 @@ class TestMinimalVictims(testtools.TestCase):
         other = strategies.RandomVictims(seed=seed).choose(hosts, request)
         fx.check_plan(hosts, request, other)
         self.assertGreaterEqual(len(other.victims), optimum)
+
+    @settings(max_examples=15, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.integers(min_value=0, max_value=2 ** 32))
+    def test_same_choice_as_exhaustive_order(self, seed):
+        rng = random.Random(seed)
+        hosts = bench.random_cluster(rng)
+        request, optimum = bench.random_request(rng, hosts)
+        if request is None:
+            return
+        plan = self.strategy.choose(hosts, request)
+        self.assertEqual([exhaustive_choice(hosts, request)], chosen(plan))
 
     @settings(max_examples=10, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])

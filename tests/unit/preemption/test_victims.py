@@ -196,6 +196,22 @@ class TestPlanEviction(testtools.TestCase):
                           fx.request(fx.vcpu(1), count=0), self.minimal)
 
 
+class TestVictim(testtools.TestCase):
+
+    def test_creation_time(self):
+        naive = victims.Victim('n', 'p', fx.T0.replace(tzinfo=None), {})
+        self.assertEqual(victims.Victim('a', 'p', fx.T0, {}).created_ts,
+                         naive.created_ts)
+        self.assertEqual(float('-inf'),
+                         victims.Victim('u', 'p', None, {}).created_ts)
+
+    def test_equal_by_uuid(self):
+        self.assertEqual(victims.Victim('a', 'p', fx.T0, {'VCPU': 1}),
+                         victims.Victim('a', 'q', None, {}))
+        self.assertEqual(1, len({victims.Victim('a', 'p', fx.T0, {}),
+                                 victims.Victim('a', 'p', fx.T0, {})}))
+
+
 class TestBruteForce(testtools.TestCase):
 
     def test_optimum(self):
