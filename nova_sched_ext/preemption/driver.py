@@ -55,7 +55,6 @@ from nova import exception
 from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
-from oslo_serialization import jsonutils
 
 from nova_sched_ext import manager as ext_manager
 from nova_sched_ext.preemption import caps
@@ -325,7 +324,7 @@ class _Attempt(object):
         for rc, inv in inventories.items():
             capacity = int((inv['total'] - inv['reserved']) *
                            inv['allocation_ratio'])
-            free[rc] = capacity - usages.get(rc, 0)
+            free[rc] = max(0, capacity - usages.get(rc, 0))
             max_unit[rc] = inv['max_unit']
         victims = []
         for instance in instances:
@@ -479,7 +478,7 @@ class _Attempt(object):
                 placement.host.rp_uuid, resources)
             answer.append([objects.Selection.from_host_state(
                 placement.host.host_state,
-                allocation_request=jsonutils.dumps(request),
+                allocation_request=request,
                 allocation_request_version=(
                     reservation.ALLOCATION_REQUEST_VERSION))])
         return answer
