@@ -36,7 +36,6 @@ registering it in the entry-point namespace.  Strategies are shared by
 concurrent requests: they keep no per-request state on ``self``.
 """
 
-import bisect
 import heapq
 import itertools
 import math
@@ -291,6 +290,11 @@ class MinimalVictims(VictimStrategy):
             (rc, lacking), = deficit
             fitting = [(i, v) for i, v in enumerate(host.victims)
                        if v.resources.get(rc, 0) >= lacking]
+        elif len(deficit) == 2:
+            (rc, lacking), (rc2, lacking2) = deficit
+            fitting = [(i, v) for i, v in enumerate(host.victims)
+                       if v.resources.get(rc, 0) >= lacking and
+                       v.resources.get(rc2, 0) >= lacking2]
         else:
             fitting = [(i, v) for i, v in enumerate(host.victims)
                        if all(v.resources.get(rc, 0) >= lacking
@@ -371,71 +375,46 @@ class MinimalVictims(VictimStrategy):
             self._subsets(search, seq, size, need, entries)
             return entries[0] if entries else None
         weights = self._victim_weights(search, need)
-        # Branch and bound over the victims sorted by weight: a branch stops
-        # as soon as its least possible waste exceeds the best found, or
-        # its largest possible amounts cannot cover the deficit.
-        order = sorted(range(count), key=weights.__getitem__)
-        sorted_weights = [weights[i] for i in order]
-        prefix = [0.0]
-        for weight in sorted_weights:
-            prefix.append(prefix[-1] + weight)
-        lackings = [lacking for _rc, lacking in search.deficit]
-        requested = [need[rc] for rc, _lacking in search.deficit]
-        columns, suffix_max = [], []
-        for rc, _lacking in search.deficit:
-            column = [victims[i].resources.get(rc, 0) for i in order]
-            largest = [0] * (count + 1)
-            for position in range(count - 1, -1, -1):
-                largest[position] = max(column[position],
-                                        largest[position + 1])
-            columns.append(column)
-            suffix_max.append(largest)
-        classes = range(len(columns))
+        deficit = search.deficit
+        # Victims with the same share of the waste and the same amounts of
+        # what is lacking (typically: of the same flavor) are
+        # interchangeable at the host level, so the search runs over kinds
+        # of victims and how many of each to take, lightest kinds first.
+        by_kind = {}
+        for index, victim in enumerate(victims):
+            resources = victim.resources
+            kind = (weights[index],) + tuple(resources.get(rc, 0)
+                                             for rc, _lacking in deficit)
+            by_kind.setdefault(kind, []).append(index)
+        kinds = sorted(by_kind.items())
+        lackings = [lacking for _rc, lacking in deficit]
+        classes = range(len(deficit))
         best = [bound + search.base_waste]
         near = []
 
-        def last_victim(start, total, partial, chosen):
-            # The innermost level, kept tight: it runs for most subsets.
-            lacking = [lackings[c] - partial[c] for c in classes]
-            # A victim that covers what is still lacking weighs at least
-            # this much: skip the lighter ones at once.
-            lightest = sum(max(0, lacking[c]) / requested[c]
-                           for c in classes)
-            start = bisect.bisect_left(sorted_weights,
-                                       lightest - _TOLERANCE, start)
-            for position in range(start, count):
-                weight = total + sorted_weights[position]
-                if weight > best[0] + _TOLERANCE:
-                    return
-                for c in classes:
-                    if columns[c][position] < lacking[c]:
-                        break
-                else:
-                    near.append((weight, chosen + (position,)))
-                    if weight < best[0]:
-                        best[0] = weight
-
-        def search_from(start, remaining, total, partial, chosen):
-            if remaining == 1:
-                last_victim(start, total, partial, chosen)
+        def pick(start, remaining, total, partial, chosen):
+            if not remaining:
+                if all(partial[c] >= lackings[c] for c in classes):
+                    near.append((total, chosen))
+                    best[0] = min(best[0], total)
                 return
-            for position in range(start, count - remaining + 1):
-                least = total + prefix[position + remaining] - \
-                    prefix[position]
-                if least > best[0] + _TOLERANCE:
+            for position in range(start, len(kinds)):
+                kind, members = kinds[position]
+                # Later kinds weigh at least as much as this one.
+                if total + kind[0] * remaining > best[0] + _TOLERANCE:
                     return
-                if any(partial[c] + remaining * suffix_max[c][position] <
-                       lackings[c] for c in classes):
-                    return
-                search_from(position + 1, remaining - 1,
-                            total + sorted_weights[position],
-                            [partial[c] + columns[c][position]
-                             for c in classes],
-                            chosen + (position,))
+                for take in range(1, min(remaining, len(members)) + 1):
+                    pick(position + 1, remaining - take,
+                         total + kind[0] * take,
+                         [partial[c] + kind[1 + c] * take for c in classes],
+                         chosen + ((position, take),))
 
-        search_from(0, size, 0.0, [0] * len(columns), ())
-        near = [(total, tuple(sorted(order[p] for p in positions)))
-                for total, positions in near]
+        pick(0, size, 0.0, [0] * len(deficit), ())
+        near = [(total, tuple(sorted(itertools.chain.from_iterable(parts))))
+                for total, chosen in near if total <= best[0] + _TOLERANCE
+                for parts in itertools.product(*[
+                    itertools.combinations(kinds[position][1], take)
+                    for position, take in chosen])]
         if not near:
             return None
         return min(self._entry(search, seq, combo, total)
