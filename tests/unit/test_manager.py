@@ -27,6 +27,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext import manager
+from nova_sched_ext.preemption import driver
 
 
 class NovaManagerTestsOnOurManager(
@@ -144,6 +145,30 @@ class TestRequestWrappers(test.NoDBTestCase):
                           ('raised', 'outer', 'NoValidHost'),
                           ('exit', 'outer')], self.calls[2:])
 
+    def test_wrappers_see_objects_even_for_a_legacy_caller(self):
+        seen = []
+
+        def nova_select(*args, **kwargs):
+            seen.append((kwargs['return_objects'],
+                         kwargs['return_alternates']))
+            return [[objects.Selection(
+                service_host='h1', nodename='n1', compute_node_uuid=uuids.cn,
+                cell_uuid=uuids.cell, limits=None,
+                allocation_request=None, allocation_request_version=None)]]
+
+        with mock.patch.object(nova_manager.SchedulerManager,
+                               'select_destinations', autospec=True,
+                               side_effect=nova_select):
+            result = self.manager.select_destinations(
+                self.context, spec_obj=self.spec_obj,
+                instance_uuids=[uuids.u1], return_objects=False,
+                return_alternates=True)
+        # Objects for the wrappers, never alternates for such a caller,
+        # and Nova's legacy list of host dicts for the caller.
+        self.assertEqual([(True, False)], seen)
+        self.assertEqual([{'host': 'h1', 'nodename': 'n1',
+                           'limits': {}}], result)
+
     def test_a_wrapper_may_refuse(self):
         def refuse(call_next, context, spec_obj, instance_uuids):
             raise exception.NoValidHost(reason='no')
@@ -208,6 +233,37 @@ class TestSchedulerCommand(test.NoDBTestCase):
         args.assert_called_once()
         serve.assert_called_once_with(create.return_value, workers=3)
         wait.assert_called_once_with()
+
+    def test_the_driver_option_chooses_the_manager(self):
+        self.flags(scheduler_driver='preemption', group='nova_sched_ext')
+        with mock.patch('nova.service.Service.create') as create:
+            self.cmd.create_service()
+        create.assert_called_once_with(
+            binary='nova-scheduler', topic='scheduler',
+            manager='nova_sched_ext.preemption.driver.'
+                    'PreemptionSchedulerManager')
+
+    def test_every_registered_driver_resolves(self):
+        from oslo_utils import importutils
+        self.assertIs(manager.SchedulerManager, importutils.import_class(
+            self.cmd.driver_class_path('default')))
+        self.assertIs(driver.PreemptionSchedulerManager,
+                      importutils.import_class(
+                          self.cmd.driver_class_path('preemption')))
+
+    def test_an_unknown_driver_stops_the_service_with_a_clear_message(self):
+        self.flags(scheduler_driver='nope', group='nova_sched_ext')
+        self.assertRaises(self.cmd.UnknownDriver, self.cmd.create_service)
+        cmd = self.cmd
+        with mock.patch.object(cmd.config, 'parse_args'), \
+                mock.patch.object(cmd.logging, 'setup'), \
+                mock.patch.object(cmd.gmr.TextGuruMeditation,
+                                  'setup_autorun'), \
+                mock.patch.object(cmd.service, 'serve') as serve:
+            exc = self.assertRaises(SystemExit, cmd.main)
+        self.assertIn("scheduler_driver = 'nope' is not a scheduler "
+                      "driver; known: default, preemption", str(exc))
+        serve.assert_not_called()
 
     def test_manager_class_path_resolves(self):
         from oslo_utils import importutils
