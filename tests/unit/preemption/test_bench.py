@@ -56,12 +56,18 @@ class TestVictimsBench(testtools.TestCase):
                                 result['ratio_mean'])
         self.assertGreater(result['decision_ms_median'], 0)
         self.assertEqual(30 * 6, result['victims_total'])
+        self.assertEqual(len(bench.DECISION_SHAPES),
+                         len(result['decisions']))
+        self.assertEqual(result['decision_ms_median'],
+                         result['decisions'][0]['ms_median'])
+        self.assertGreaterEqual(result['decisions'][0]['victims'], 1)
         self.assertEqual(0 if result['targets_met'] else 1, code)
 
     def test_table(self):
         code, out = self.run_bench()
         self.assertIn('minimal', out)
         self.assertIn('Decision time, 30 hosts x 6', out)
+        self.assertIn('pinned vCPU', out)
 
     def test_missed_target_is_an_exit_code(self):
         with mock.patch.object(bench, 'DECISION_MS_TARGET', 0.0):
