@@ -56,6 +56,10 @@ DEFAULT_STRATEGY = 'minimal'
 #: victims out of 20), the host offers its greedy choice instead.
 MAX_SUBSETS_PER_HOST = 2000
 
+#: Victim sets that pass the host level but fail the NUMA check before one
+#: request gives up (each check costs about a millisecond per victim).
+MAX_NUMA_FAILURES = 200
+
 # Waste is compared rounded to 1e-9; subsets closer than this to the least
 # waste of a host are compared in full.
 _TOLERANCE = 1e-8
@@ -119,7 +123,7 @@ class _HostSearch:
     """Per-request search state of one host (lives for one place_one)."""
 
     __slots__ = ('host', 'deficit', 'base_waste', 'bound', 'weights',
-                 'greedy', 'noted')
+                 'greedy', 'noted', 'checked_all', 'hopeless')
 
     def __init__(self, host, deficit, base_waste):
         self.host = host
@@ -131,6 +135,9 @@ class _HostSearch:
         self.weights = None
         self.greedy = None
         self.noted = False
+        # Whether the NUMA check with every victim gone ran, and failed.
+        self.checked_all = False
+        self.hopeless = False
 
     def lower_bound(self):
         """The fewest victims that can cover the deficit (host level)."""
@@ -200,6 +207,7 @@ class MinimalVictims(VictimStrategy):
             return None
         first = 0 if any(not s.deficit for s in searches) else 1
         last = max(len(s.host.victims) for s in searches)
+        failed = 0
         for size in range(first, last + 1):
             # At 2 victims or more, each host first offers only its best
             # subset; its other subsets join the heap only if that one
@@ -208,7 +216,7 @@ class MinimalVictims(VictimStrategy):
             complete = set()
             least = math.inf
             for seq, search in enumerate(searches):
-                if size > len(search.host.victims):
+                if size > len(search.host.victims) or search.hopeless:
                     continue
                 if size == 0:
                     if not search.deficit:
@@ -238,6 +246,8 @@ class MinimalVictims(VictimStrategy):
                 entry = heapq.heappop(candidates)
                 seq = entry[-2]
                 search = searches[seq]
+                if search.hopeless:
+                    continue
                 if entry[-1] is None:
                     entry = self._best(search, seq, size, need)
                     if entry is not None:
@@ -247,6 +257,26 @@ class MinimalVictims(VictimStrategy):
                 if victims_mod.numa_fits(search.host, request,
                                          chosen) is True:
                     return victims_mod.Placement(search.host, chosen)
+                failed += 1
+                if failed > MAX_NUMA_FAILURES:
+                    LOG.warning('Victim selection: %(n)d sets of victims '
+                                'passed the host-level check but failed '
+                                'the NUMA one; giving up rather than '
+                                'spending more time, so the request is '
+                                'not served. Its NUMA needs (pinned CPUs '
+                                'per cell, huge pages) may exceed what the '
+                                'hosts with preemptible instances have.',
+                                {'n': failed - 1})
+                    return None
+                if not search.checked_all:
+                    # Once per host: if the request does not fit even with
+                    # every victim gone, no subset of them will.
+                    search.checked_all = True
+                    if victims_mod.numa_fits(
+                            search.host, request,
+                            search.host.victims) is not True:
+                        search.hopeless = True
+                        continue
                 if seq not in complete:
                     complete.add(seq)
                     others = []
@@ -450,11 +480,18 @@ class RandomVictims(VictimStrategy):
         self.rng = random.Random(seed)
 
     def place_one(self, hosts, request):
-        feasible = [h for h in hosts
-                    if victims_mod.host_fits(h, request, h.victims) is True]
-        if not feasible:
+        # The first host of a random order that fits once all its victims
+        # are gone is a uniform choice among those hosts; the costly NUMA
+        # check runs only until one is found.
+        order = [h for h in hosts
+                 if victims_mod.host_level_fits(h, request.resources,
+                                                h.victims)]
+        self.rng.shuffle(order)
+        host = next((h for h in order
+                     if victims_mod.numa_fits(h, request, h.victims) is True),
+                    None)
+        if host is None:
             return None
-        host = self.rng.choice(feasible)
         order = list(host.victims)
         self.rng.shuffle(order)
         for count in range(len(order) + 1):

@@ -163,6 +163,33 @@ class TestMinimalVictims(testtools.TestCase):
             self.choose([a.candidate(with_numa=False),
                          b.candidate(with_numa=False)], fx.pinned(3)))
 
+    def test_host_hopeless_at_numa_level_is_dropped_early(self):
+        # Host level, 4 pinned CPUs fit once any two victims are gone; at
+        # NUMA level no cell ever has 4 free (on-demand CPUs in both).
+        host = fx.Host('h')
+        host.add(fx.pinned(2), cell=0)
+        host.add(fx.pinned(1, 512), cell=0, victim='v1')
+        host.add(fx.pinned(1), cell=1)
+        host.add(fx.pinned(1, 512), cell=1, victim='v2')
+        host.add(fx.pinned(1, 512), cell=1, victim='v3')
+        candidate = host.candidate()
+        with mock.patch.object(victims, 'numa_fits',
+                               wraps=victims.numa_fits) as numa_fits:
+            self.assertIsNone(self.strategy.choose(
+                [candidate], fx.request(fx.pinned(4, 512))))
+        # The best set, then every victim: never the other sets.
+        self.assertEqual(2, numa_fits.call_count)
+        self.assertEqual(('v1', 'v2', 'v3'), tuple(
+            v.uuid for v in numa_fits.call_args[0][2]))
+
+    def test_gives_up_after_too_many_numa_failures(self):
+        host, a, b = test_victims.split_cells_host()
+        with mock.patch.object(strategies, 'MAX_NUMA_FAILURES', 0), \
+                mock.patch.object(strategies.LOG, 'warning') as warning:
+            self.assertIsNone(self.strategy.choose(
+                [host.candidate()], fx.request(fx.pinned(3))))
+        self.assertIn('giving up', warning.call_args[0][0])
+
     def test_nothing_fits(self):
         hosts = [full_host('a', ('a1', 2, 1024, 0))]
         self.assertIsNone(self.strategy.choose(
