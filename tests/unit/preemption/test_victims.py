@@ -12,8 +12,10 @@
 
 """host_fits, plan_eviction and the brute-force optimum."""
 
+import dataclasses
 from unittest import mock
 
+from nova import objects
 from nova.virt import hardware
 import testtools
 
@@ -127,6 +129,35 @@ class TestHostFits(testtools.TestCase):
             self.assertTrue(victims.host_fits(candidate, request, [b]))
         self.assertEqual(2, fits.call_count)
         self.assertEqual(2, nova.call_count)
+
+    def test_pci_held_by_victims_is_unknown(self):
+        host, a, b = split_cells_host()
+        candidate = host.candidate()
+        request = fx.request(fx.pinned(3))
+        request.spec_obj.pci_requests = objects.InstancePCIRequests(
+            requests=[objects.InstancePCIRequest(
+                count=1, spec=[{'vendor_id': '8086'}])])
+        with_pci = dataclasses.replace(
+            b, pci_requests=request.spec_obj.pci_requests)
+        request = victims.Request(request.resources, request.spec_obj)
+
+        def fits_without_pci(topology, host_state, req):
+            # The host's PCI pools are what is missing.
+            return not req.pci_requests
+
+        with mock.patch.object(victims, '_numa_fits_topology',
+                               side_effect=fits_without_pci):
+            # b's device would come back: not known, not a yes.
+            self.assertIsNone(victims.host_fits(candidate, request,
+                                                [with_pci]))
+            # b holds no device: a plain no.
+            self.assertFalse(victims.host_fits(candidate, request, [b]))
+            # The strategies never evict on an unknown.
+            guess = dataclasses.replace(candidate, victims=(a, with_pci))
+            self.assertIsNone(strategies.MinimalVictims().choose(
+                [guess], request))
+            self.assertIsNone(strategies.RandomVictims(1).choose(
+                [guess], request))
 
     def test_stale_victim_pinning_is_unknown(self):
         host, a, b = split_cells_host()
