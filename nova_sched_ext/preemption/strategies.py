@@ -33,7 +33,9 @@ instance at a time (:meth:`VictimStrategy.place_one`);
 
 A third party adds a strategy by subclassing :class:`VictimStrategy` and
 registering it in the entry-point namespace.  Strategies are shared by
-concurrent requests: they keep no per-request state on ``self``.
+concurrent requests: they keep no per-request state on ``self`` (the random
+strategy's generator is shared, so with a seed its sequence depends on the
+order of concurrent requests).
 """
 
 import heapq
