@@ -10,9 +10,12 @@
 #
 # stack install      install the package next to Nova
 # stack post-config  write nova.conf: available_filters, weight_classes, the
-#                    [nova_sched_ext] options from NOVA_SCHED_EXT_* variables
-#                    and, for test clouds, each fake compute's NUMA layout;
-#                    then check the result and stop on a misconfiguration
+#                    [nova_sched_ext] options from NOVA_SCHED_EXT_* variables,
+#                    with NOVA_SCHED_EXT_PREEMPTION=True the preemption driver
+#                    and its [nova_sched_ext_evictor] credentials (Nova's
+#                    [service_user]) and, for test clouds, each fake
+#                    compute's NUMA layout; then check the result and stop
+#                    on a misconfiguration
 # stack extra        run n-sch as nova-sched-ext-scheduler when a feature
 #                    that needs it is enabled; for test clouds, restart the
 #                    fake computes on the fake NUMA virt driver
@@ -30,12 +33,17 @@ NOVA_SCHED_EXT_FAKE_COMPUTE_MODULE=nova_sched_ext.virt.compute
 NOVA_SCHED_EXT_AVAILABLE_FILTERS=nova_sched_ext.filters.all_filters
 NOVA_SCHED_EXT_NOVA_AVAILABLE_FILTERS=nova.scheduler.filters.all_filters
 NOVA_SCHED_EXT_NOVA_WEIGHT_CLASSES=nova.scheduler.weights.all_weighers
+# The preemption driver's credentials section, and what is copied into it
+# from nova.conf's [service_user].
+NOVA_SCHED_EXT_EVICTOR_SECTION=nova_sched_ext_evictor
+NOVA_SCHED_EXT_EVICTOR_AUTH_KEYS="auth_type auth_url username password
+user_domain_name project_name project_domain_name cafile"
 # Plugin variables that are not [nova_sched_ext] options.
 NOVA_SCHED_EXT_CONTROL_VARIABLES="DIR FILTERS WEIGHT_CLASSES PREEMPTION
 DEPLOYMENT_SET_LOCKING SCHEDULER FAKE_VIRT FAKE_NUMA_TOPOLOGIES
 CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE
 AVAILABLE_FILTERS NOVA_AVAILABLE_FILTERS NOVA_WEIGHT_CLASSES
-CONTROL_VARIABLES"
+EVICTOR_SECTION EVICTOR_AUTH_KEYS CONTROL_VARIABLES"
 
 # The python that runs Nova, which is where the package is installed.
 function _nova_sched_ext_python {
@@ -140,8 +148,32 @@ function configure_nova_sched_ext {
         fi
     done
 
+    if [[ "$NOVA_SCHED_EXT_PREEMPTION" == "True" ]]; then
+        configure_nova_sched_ext_preemption
+    fi
+
     if [[ "$NOVA_SCHED_EXT_FAKE_VIRT" == "True" ]]; then
         configure_nova_sched_ext_fake_virt
+    fi
+}
+
+# The preemption driver, and the credentials it evicts with: Nova's own
+# service user (lib/nova writes it to [service_user]; it has the admin
+# role, which deleting any project's servers needs).
+function configure_nova_sched_ext_preemption {
+    local conf=$NOVA_CONF key value
+    if [[ ! -v NOVA_SCHED_EXT_SCHEDULER_DRIVER ]]; then
+        iniset "$conf" nova_sched_ext scheduler_driver preemption
+    fi
+    for key in $NOVA_SCHED_EXT_EVICTOR_AUTH_KEYS; do
+        value=$(iniget "$conf" service_user "$key")
+        if [[ -n "$value" ]]; then
+            iniset "$conf" "$NOVA_SCHED_EXT_EVICTOR_SECTION" "$key" "$value"
+        fi
+    done
+    value=$(iniget "$conf" placement region_name)
+    if [[ -n "$value" ]]; then
+        iniset "$conf" "$NOVA_SCHED_EXT_EVICTOR_SECTION" region_name "$value"
     fi
 }
 
@@ -277,6 +309,9 @@ function unconfigure_nova_sched_ext {
         fi
         for option in $(_nova_sched_ext_options 2>/dev/null); do
             inidelete "$conf" nova_sched_ext "$option"
+        done
+        for option in $NOVA_SCHED_EXT_EVICTOR_AUTH_KEYS region_name; do
+            inidelete "$conf" "$NOVA_SCHED_EXT_EVICTOR_SECTION" "$option"
         done
     fi
     local fake_conf

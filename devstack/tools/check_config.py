@@ -24,9 +24,11 @@
     what would otherwise break it later: a name in ``[filter_scheduler]
     enabled_filters`` that no ``available_filters`` entry provides, a
     ``weight_classes`` entry that does not load, a ``[nova_sched_ext]``
-    option with a bad value, a fake NUMA topology that does not parse or a
-    fake NUMA virt driver that does not load, a scheduler command that is not
-    installed. Every problem is printed on
+    option with a bad value, an unknown ``scheduler_driver``, a driver other
+    than the default without nova-sched-ext-scheduler, the preemption
+    driver without evictor credentials, a fake NUMA topology that does not
+    parse or a fake NUMA virt driver that does not load, a scheduler
+    command that is not installed. Every problem is printed on
     stderr, one a line, and the exit status is 1 if there is any.
 """
 
@@ -41,12 +43,14 @@ GROUP = 'nova_sched_ext'
 
 def _package_opts():
     from nova_sched_ext import conf as nse_conf
+    from nova_sched_ext.preemption import conf as preemption_conf
 
-    for group, opts in nse_conf.list_opts():
-        name = getattr(group, 'name', group)
-        if name == GROUP:
-            return opts
-    return []
+    found = []
+    for module in (nse_conf, preemption_conf):
+        for group, opts in module.list_opts():
+            if getattr(group, 'name', group) == GROUP:
+                found.extend(opts)
+    return found
 
 
 def cmd_options(args):
@@ -122,6 +126,33 @@ def _check_package_opts(conf, problems):
                         % (GROUP, flavor, weight))
 
 
+def _check_driver(conf, scheduler_command, problems):
+    """The driver exists, runs, and can evict if it is the preemption one."""
+    from nova_sched_ext.preemption import conf as preemption_conf
+
+    try:
+        driver = conf[GROUP].scheduler_driver
+        preemption_conf.driver_class_path(driver)
+    except Exception as exc:
+        problems.append(str(exc))
+        return
+    if driver == 'default':
+        return
+    if not scheduler_command:
+        problems.append(
+            '[%s] scheduler_driver = %s only works under '
+            'nova-sched-ext-scheduler, and n-sch runs nova-scheduler (set '
+            'NOVA_SCHED_EXT_SCHEDULER=auto or True).' % (GROUP, driver))
+    if driver == 'preemption':
+        evictor = conf[preemption_conf.EVICTOR_GROUP_NAME]
+        if not evictor.auth_type:
+            problems.append(
+                '[%s] has no credentials (auth_type, auth_url, username...): '
+                'the preemption driver could not evict anything. Nova\'s '
+                '[service_user] section, which the plugin copies, is empty.'
+                % preemption_conf.EVICTOR_GROUP_NAME)
+
+
 def _check_fake_virt(topologies, problems):
     from nova_sched_ext.virt import layout
 
@@ -143,6 +174,7 @@ def cmd_check(args):
     warnings.simplefilter('ignore')
     import nova.conf
     from nova_sched_ext import conf as nse_conf  # noqa: F401
+    from nova_sched_ext.preemption import conf as p_conf  # noqa: F401
 
     conf = nova.conf.CONF
     problems = []
@@ -154,6 +186,7 @@ def cmd_check(args):
         return 1
     for check in (_check_filters, _check_weighers, _check_package_opts):
         check(conf, problems)
+    _check_driver(conf, args.scheduler_command, problems)
     if args.fake_topology:
         _check_fake_virt(args.fake_topology, problems)
     if args.scheduler_command:

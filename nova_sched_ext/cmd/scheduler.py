@@ -28,7 +28,6 @@ difference.
 from nova import monkey_patch; monkey_patch.patch(backend='threading')  # noqa
 # autopep8: on
 
-import importlib.metadata
 import sys
 
 from oslo_concurrency import processutils
@@ -45,36 +44,14 @@ from nova import thread_pool_factory
 from nova import version
 
 from nova_sched_ext import conf as sched_ext_conf  # noqa: registers options
-from nova_sched_ext.preemption import conf as preemption_conf  # noqa
+from nova_sched_ext.preemption import conf as preemption_conf
 
 CONF = nova.conf.CONF
 
 #: the service binary the rest of Nova knows the scheduler by
 BINARY = 'nova-scheduler'
-#: the entry-point namespace of the scheduler drivers
-DRIVER_NAMESPACE = 'nova_sched_ext.scheduler_drivers'
-
-
-class UnknownDriver(Exception):
-    pass
-
-
-def driver_class_path(name):
-    """The class path of the manager registered as driver ``name``.
-
-    :raises UnknownDriver: no such entry point, or one that is not a class
-    """
-    found = importlib.metadata.entry_points(group=DRIVER_NAMESPACE)
-    for entry_point in found:
-        if entry_point.name == name:
-            module, _, attr = entry_point.value.partition(':')
-            if not attr or ' ' in attr:
-                break
-            return '%s.%s' % (module.strip(), attr.strip())
-    raise UnknownDriver(
-        '[nova_sched_ext] scheduler_driver = %r is not a scheduler driver; '
-        'known: %s' % (name, ', '.join(sorted(ep.name for ep in found))
-                       or 'none (is nova-sched-ext installed?)'))
+UnknownDriver = preemption_conf.UnknownDriver
+driver_class_path = preemption_conf.driver_class_path
 
 
 def create_service():

@@ -19,6 +19,8 @@ adapter options of the service user the driver evicts with (like Nova's
 ``nova.conf.CONF``; ``list_opts`` feeds ``oslo-config-generator``.
 """
 
+import importlib.metadata
+
 from keystoneauth1 import loading as ks_loading
 from nova.conf import utils as confutils
 from oslo_config import cfg
@@ -26,6 +28,8 @@ from oslo_config import cfg
 from nova_sched_ext import conf as ext_conf
 
 GROUP_NAME = ext_conf.GROUP_NAME
+#: the entry-point namespace of the scheduler drivers
+DRIVER_NAMESPACE = 'nova_sched_ext.scheduler_drivers'
 EVICTOR_GROUP_NAME = 'nova_sched_ext_evictor'
 #: the service the evictor talks to
 EVICTOR_SERVICE_TYPE = 'compute'
@@ -125,6 +129,28 @@ def list_opts():
          ks_loading.get_auth_plugin_conf_options('v3password') +
          confutils.get_ksa_adapter_opts(EVICTOR_SERVICE_TYPE)),
     ]
+
+
+class UnknownDriver(Exception):
+    pass
+
+
+def driver_class_path(name):
+    """The class path of the manager registered as driver ``name``.
+
+    :raises UnknownDriver: no such entry point, or one that is not a class
+    """
+    found = importlib.metadata.entry_points(group=DRIVER_NAMESPACE)
+    for entry_point in found:
+        if entry_point.name == name:
+            module, _, attr = entry_point.value.partition(':')
+            if not attr or ' ' in attr.strip():
+                break
+            return '%s.%s' % (module.strip(), attr.strip())
+    raise UnknownDriver(
+        '[%s] scheduler_driver = %r is not a scheduler driver; known: %s'
+        % (GROUP_NAME, name, ', '.join(sorted(ep.name for ep in found))
+           or 'none (is nova-sched-ext installed?)'))
 
 
 CONF = cfg.CONF

@@ -21,6 +21,7 @@ treat multi-valued options.
 
 import os
 import subprocess
+import sys
 
 import fixtures
 import testtools
@@ -105,3 +106,107 @@ class LiteIniTest(testtools.TestCase):
         self.assertIn('host: two', out)
         self.assertNotIn('state_path', out)
         self.assertEqual(1, out.count('host = '))
+
+
+class PreemptionPluginTest(testtools.TestCase):
+    """NOVA_SCHED_EXT_PREEMPTION=True: the driver and its credentials."""
+
+    SERVICE_USER = (
+        '[service_user]\nsend_service_user_token = True\n'
+        'auth_type = password\nauth_url = http://keystone/identity\n'
+        'username = nova\npassword = secret\nproject_name = service\n'
+        'user_domain_name = Default\nproject_domain_name = Default\n'
+        '[placement]\nregion_name = RegionTwo\n')
+
+    def _conf(self, text):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'nova.conf')
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def _plugin(self, conf, commands, **env):
+        script = ('LITE_DIR=%s VENV=/nonexistent LOGDIR=/tmp PIDDIR=/tmp\n'
+                  'source %s/functions.sh\n'
+                  'NOVA_SCHED_EXT_DIR=%s NOVA_CONF=%s NOVA_BIN_DIR=%s\n'
+                  'NOVA_FAKE_CONF=/nonexistent\n'
+                  'source %s/devstack/plugin.sh\n%s\ncat %s'
+                  % (LITE, LITE, REPO, conf,
+                     os.path.dirname(sys.executable), REPO, commands, conf))
+        return _bash(script, **env)
+
+    def test_the_driver_gets_nova_service_user_credentials(self):
+        conf = self._conf(self.SERVICE_USER)
+        out = self._plugin(conf, 'configure_nova_sched_ext_preemption')
+        self.assertIn('[nova_sched_ext]\nscheduler_driver = preemption', out)
+        evictor = out.split('[nova_sched_ext_evictor]\n', 1)[1]
+        for line in ('auth_type = password',
+                     'auth_url = http://keystone/identity',
+                     'username = nova', 'password = secret',
+                     'project_name = service', 'user_domain_name = Default',
+                     'project_domain_name = Default',
+                     'region_name = RegionTwo'):
+            self.assertIn(line + '\n', evictor)
+        self.assertNotIn('send_service_user_token', evictor)
+
+    def test_an_explicit_driver_is_kept(self):
+        conf = self._conf(self.SERVICE_USER)
+        out = self._plugin(conf, 'configure_nova_sched_ext_preemption',
+                           NOVA_SCHED_EXT_SCHEDULER_DRIVER='default')
+        self.assertNotIn('scheduler_driver', out)
+
+    def test_unstack_takes_the_credentials_out(self):
+        conf = self._conf(self.SERVICE_USER)
+        out = self._plugin(conf, 'configure_nova_sched_ext_preemption\n'
+                                 'unconfigure_nova_sched_ext')
+        self.assertNotIn('scheduler_driver', out)
+        self.assertNotIn('username = nova\npassword = secret\n'
+                         'project_name = service\nuser_domain_name = '
+                         'Default\nproject_domain_name = Default\n'
+                         'region_name', out)
+        self.assertIn('[service_user]', out)
+
+
+class CheckConfigDriverTest(testtools.TestCase):
+    """check_config.py stops a preemption driver that could not work."""
+
+    def _check(self, text, *args):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'nova.conf')
+        with open(path, 'w') as f:
+            f.write(text)
+        return subprocess.run(
+            [sys.executable, os.path.join(REPO, 'devstack', 'tools',
+                                          'check_config.py'),
+             'check', '--config-file', path] + list(args),
+            capture_output=True, text=True, timeout=120)
+
+    def test_preemption_without_credentials_is_refused(self):
+        result = self._check('[nova_sched_ext]\nscheduler_driver = '
+                             'preemption\n', '--scheduler-command', 'bash')
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertIn('[nova_sched_ext_evictor] has no credentials',
+                      result.stderr)
+
+    def test_preemption_with_credentials_is_valid(self):
+        result = self._check(
+            '[nova_sched_ext]\nscheduler_driver = preemption\n'
+            '[nova_sched_ext_evictor]\nauth_type = password\n'
+            'auth_url = http://keystone\n', '--scheduler-command', 'bash')
+        self.assertEqual(0, result.returncode, result.stderr)
+
+    def test_a_driver_under_nova_scheduler_is_refused(self):
+        result = self._check(
+            '[nova_sched_ext]\nscheduler_driver = preemption\n'
+            '[nova_sched_ext_evictor]\nauth_type = password\n')
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertIn('only works under nova-sched-ext-scheduler',
+                      result.stderr)
+
+    def test_an_unknown_driver_or_action_is_refused(self):
+        result = self._check('[nova_sched_ext]\nscheduler_driver = nope\n'
+                             'preemption_action = stop\n')
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertIn("scheduler_driver = 'nope' is not a scheduler driver",
+                      result.stderr)
+        self.assertIn('[nova_sched_ext] preemption_action', result.stderr)
