@@ -154,6 +154,21 @@ class PreemptionTest(PreemptionTestBase):
         self.assertIn('Preemption: request', self.stdlog.logger.output)
         self.assertIn('evicts (delete) ', self.stdlog.logger.output)
 
+    def test_shelve_offload_action_keeps_the_victims_for_their_owners(self):
+        self.flags(preemption_action='shelve_offload', group='nova_sched_ext')
+        servers = self.fill()
+
+        results, booted = self.boot('on-demand', ON_DEMAND)
+
+        self.assertEqual('ACTIVE', booted[0]['status'], results[0].fault)
+        statuses = sorted(self.api.get_server(s['id'])['status']
+                          for s in servers)
+        self.assertEqual(['ACTIVE'] * 6 + ['SHELVED_OFFLOADED'] * 2,
+                         statuses)
+        self.assertPlacementMatchesServers()
+        data = self.evictions()[0]['payload']['nova_object.data']
+        self.assertEqual('shelve_offload', data['action'])
+
     def test_preemptible_boot_on_a_full_cloud_evicts_nothing(self):
         servers = self.fill()
         results, _ = self.boot('more-pre', PRE)
