@@ -190,7 +190,7 @@ def _room_weights_c(cfit, hosts, shapes, shape_weights, request,
         ffi.new('int64_t[]', offsets or [0]), n_hosts,
         ffi.new('int32_t[]', list(range(n_hosts)) or [0]), ffi.NULL,
         n_hosts, c_shapes, c_weights, n_shapes, c_request,
-        max(int(room_cap), 0), ffi.NULL, 0, 0, weights)
+        max(int(room_cap), 0), ffi.NULL, 0, 0, 0, weights)
     if rc != 0:
         LOG.error('nova-sched-ext: the C slot counter refused its input '
                   '(error %d); answering with the pure-Python engine. '

@@ -17,7 +17,7 @@ A :class:`SlotArena` holds, for one list of reference shapes and weights,
 * the packed record of every ``HostState`` it has seen, in one C buffer
   (``offsets[slot]`` says where each host's record starts), repacked only
   when the host changed;
-* a memo of raw weights per host and request shape (a request's weight on
+* a memo of raw weights per request shape and host (a request's weight on
   a host depends only on the host's record, the request and the reference
   list), so that a host that did not change since a request of the same
   shape is not recounted at all.
@@ -49,11 +49,15 @@ from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import packing
 
-_VERSION = operator.attrgetter(
+# What a request reads of each HostState, in one pass (each pass over
+# thousands of scattered HostStates costs a cache miss per host): the
+# version, then the allocation candidates.
+_READ = operator.attrgetter(
     'updated', 'numa_topology', 'pci_stats', 'free_ram_mb', 'vcpus_used',
     'cpu_allocation_ratio', 'ram_allocation_ratio', 'vcpus_total',
-    'total_usable_ram_mb')
-_CANDIDATES = operator.attrgetter('allocation_candidates')
+    'total_usable_ram_mb', 'allocation_candidates')
+_VERSION = operator.itemgetter(slice(0, 9))
+_CANDIDATES = operator.itemgetter(9)
 _ENTRY_VERSION = operator.itemgetter(0)
 _ENTRY_SLOT = operator.itemgetter(1)
 _MISSING = (None, -1)
@@ -112,6 +116,8 @@ class SlotArena(object):
     # -- hosts ---------------------------------------------------------------
 
     def _grow_slots(self, wanted):
+        # The memo is column-major (one column per request shape), so that
+        # a request reads its column in slot order.
         ffi = self._ffi
         capacity = max(wanted, 2 * self._capacity, 64)
         cols = self._memo_columns
@@ -120,8 +126,10 @@ class SlotArena(object):
         if self._capacity:
             ffi.memmove(offsets, self._offsets,
                         self._capacity * ffi.sizeof('int64_t'))
-            ffi.memmove(memo, self._memo,
-                        self._capacity * cols * ffi.sizeof('double'))
+            for col in range(cols):
+                ffi.memmove(memo + col * capacity,
+                            self._memo + col * self._capacity,
+                            self._capacity * ffi.sizeof('double'))
         self._offsets, self._memo = offsets, memo
         self._capacity = capacity
 
@@ -165,14 +173,13 @@ class SlotArena(object):
         # several passes them to the C call, which then skips the memo.
         record = adapters.rebuild_prepared_host(host_state).packed
         self._write_record(slot, record)
-        cols = self._memo_columns
-        self._memo[slot * cols:(slot + 1) * cols] = [_NAN] * cols
+        for col in self._requests.values():
+            self._memo[col * self._capacity + slot] = _NAN
         entry = (version, slot)
         self._entries[host_state] = entry
         return entry
 
-    def _slots_of(self, host_states):
-        versions = list(map(_VERSION, host_states))
+    def _slots_of(self, host_states, versions):
         entries = list(map(self._entries.get, host_states,
                            itertools.repeat(_MISSING)))
         same = list(map(operator.eq, versions,
@@ -217,13 +224,16 @@ class SlotArena(object):
         if not n:
             return []
         ffi, lib = self._ffi, self._lib
-        candidates = list(map(len, map(_CANDIDATES, host_states)))
+        read = list(map(_READ, host_states))
+        versions = list(map(_VERSION, read))
+        candidates = list(map(len, map(_CANDIDATES, read)))
+        del read
         c_request = ffi.new('struct nse_shape *')
         ffi.memmove(c_request, packing.pack_shape(request),
                     ffi.sizeof('struct nse_shape'))
         out = ffi.new('double[]', n)
         with self._lock:
-            slots = self._slots_of(host_states)
+            slots = self._slots_of(host_states, versions)
             column = self._column((request, room_cap))
             index = ffi.new('int32_t[]', slots)
             c_candidates = ffi.NULL if candidates.count(1) == n else \
@@ -233,7 +243,7 @@ class SlotArena(object):
                 index, c_candidates, n, self._c_shapes, self._c_weights,
                 len(self.shapes), c_request,
                 -1 if room_cap is None else max(int(room_cap), 0),
-                self._memo, column, self._memo_columns, out)
+                self._memo, self._capacity, column, self._memo_columns, out)
             if rc != 0:
                 # Whatever the memo holds is suspect: start over.
                 self._clear()

@@ -991,8 +991,8 @@ int nse_slot_weights_indexed(const unsigned char *arena, size_t arena_len,
                              const double *shape_weights, int32_t n_shapes,
                              const struct nse_shape *request,
                              int64_t room_cap, double *memo,
-                             int32_t memo_col, int32_t memo_cols,
-                             double *weights)
+                             int32_t memo_rows, int32_t memo_col,
+                             int32_t memo_cols, double *weights)
 {
     int32_t h, k;
     double smallest = 1.0, tie;
@@ -1000,45 +1000,47 @@ int nse_slot_weights_indexed(const unsigned char *arena, size_t arena_len,
     if (n_shapes < 0 || n_slots < 0 || n_hosts < 0 || !request ||
             !check_shapes(shapes, n_shapes) || !check_shapes(request, 1))
         return NSE_ERR_BAD_REQUEST;
-    if (memo && (memo_cols <= 0 || memo_col < 0 || memo_col >= memo_cols))
+    if (memo && (memo_rows < n_slots || memo_cols <= 0 || memo_col < 0 ||
+                 memo_col >= memo_cols))
         return NSE_ERR_BAD_REQUEST;
     for (k = 0; k < n_shapes; k++)
         if (shape_weights[k] > 0 && shape_weights[k] < smallest)
             smallest = shape_weights[k];
     tie = smallest / 2;
+    if (memo)
+        memo += (size_t)memo_col * (size_t)memo_rows;
 
     for (h = 0; h < n_hosts; h++) {
         struct nse_host host;
         const struct nse_host_cell *cells;
         size_t offset;
-        double *cached = NULL;
         int32_t slot = index[h];
+        /* allocation candidates to weigh with; -1: the record's own */
+        int32_t cand = candidates ? candidates[h] : (memo ? 1 : -1);
+        int use_memo = memo && cand == 1;
         int rc;
 
-        if (slot < 0 || slot >= n_slots || offsets[slot] < 0 ||
-                (uint64_t)offsets[slot] > arena_len)
+        if (slot < 0 || slot >= n_slots)
+            return NSE_ERR_TRUNCATED;
+        /* a memo hit needs nothing from the record: do not touch it */
+        if (use_memo && !isnan(memo[slot])) {
+            weights[h] = memo[slot];
+            continue;
+        }
+        if (offsets[slot] < 0 || (uint64_t)offsets[slot] > arena_len)
             return NSE_ERR_TRUNCATED;
         offset = (size_t)offsets[slot];
         rc = next_host(arena, arena_len, &offset, &host, &cells);
         if (rc)
             return rc;
-        if (candidates && candidates[h] != host.candidates) {
-            /* this request's allocation candidates, not the memo's */
-            if (candidates[h] < 0)
-                return NSE_ERR_BAD_HOST;
-            host.candidates = candidates[h];
-        } else if (memo) {
-            cached = &memo[(size_t)slot * (size_t)memo_cols + memo_col];
-        }
-        if (cached && !isnan(*cached)) {
-            weights[h] = *cached;
-        } else {
-            weights[h] = host_slot_weight(&host, cells, shapes,
-                                          shape_weights, n_shapes, request,
-                                          tie, room_cap);
-            if (cached)
-                *cached = weights[h];
-        }
+        if (candidates && cand < 0)
+            return NSE_ERR_BAD_HOST;
+        if (cand >= 0)
+            host.candidates = cand;
+        weights[h] = host_slot_weight(&host, cells, shapes, shape_weights,
+                                      n_shapes, request, tie, room_cap);
+        if (use_memo)
+            memo[slot] = weights[h];
     }
     weigh_unplaced(weights, n_hosts);
     return 0;

@@ -126,14 +126,16 @@ int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
  * nse_slots' weights (request required), for host records kept between
  * requests.  arena[0..arena_len) holds records; offsets[0..n_slots) says
  * where each slot's record starts.  Host h of this request is slot
- * index[h]; candidates (NULL: each record's own) overrides a record's
- * allocation candidates.  room_cap >= 0 selects room mode (0: no cap; see
- * NUMASlotWeigher).  memo (NULL: none) is a slot-major table of
- * n_slots * memo_cols raw weights, NaN where unknown: column memo_col is
- * read for this request and filled where NaN (hosts whose candidates are
- * overridden bypass it).  weights[0..n_hosts) gets the weights, hosts the
- * request cannot be placed on taking the worst.  Returns 0 or a negative
- * NSE_ERR_* (weights are then undefined; memo entries written are valid).
+ * index[h].  room_cap >= 0 selects room mode (0: no cap; see
+ * NUMASlotWeigher).  Host h is weighed with candidates[h] allocation
+ * candidates; candidates NULL means 1 each with a memo, the record's own
+ * without.  memo (NULL: none) is a column-major table of memo_cols columns
+ * of memo_rows (>= n_slots) raw weights, NaN where unknown: for the hosts
+ * weighed with one candidate, column memo_col is read (the record is then
+ * not read at all) and filled where NaN.  weights[0..n_hosts) gets the
+ * weights, hosts the request cannot be placed on taking the worst.
+ * Returns 0 or a negative NSE_ERR_* (weights are then undefined; memo
+ * entries written are valid).
  */
 int nse_slot_weights_indexed(const unsigned char *arena, size_t arena_len,
                              const int64_t *offsets, int32_t n_slots,
@@ -142,5 +144,5 @@ int nse_slot_weights_indexed(const unsigned char *arena, size_t arena_len,
                              const double *shape_weights, int32_t n_shapes,
                              const struct nse_shape *request,
                              int64_t room_cap, double *memo,
-                             int32_t memo_col, int32_t memo_cols,
-                             double *weights);
+                             int32_t memo_rows, int32_t memo_col,
+                             int32_t memo_cols, double *weights);
