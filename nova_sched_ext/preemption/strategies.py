@@ -119,6 +119,22 @@ class _Need(dict):
         self.classes = tuple(self)
         self.amounts = tuple(self.values())
         self.zeros = (0,) * len(self.classes)
+        self.position = {rc: i for i, rc in enumerate(self.classes)}
+        # Share of the waste of each distinct vector of amounts: victims of
+        # one flavor share it, whatever their host.
+        self._weights = {}
+
+    def vector(self, victim):
+        """What the victim holds of each requested class, in order."""
+        return tuple(map(victim.resources.get, self.classes, self.zeros))
+
+    def weight(self, vector):
+        """A victim's share of the waste (see :func:`waste`)."""
+        weight = self._weights.get(vector)
+        if weight is None:
+            weight = self._weights[vector] = sum(
+                map(operator.truediv, vector, self.amounts))
+        return weight
 
 
 class _HostSearch:
@@ -375,11 +391,8 @@ class MinimalVictims(VictimStrategy):
     def _victim_weights(search, need):
         """Each victim's share of the waste (see :func:`waste`)."""
         if search.weights is None:
-            search.weights = [
-                sum(map(operator.truediv,
-                        map(v.resources.get, need.classes, need.zeros),
-                        need.amounts))
-                for v in search.host.victims]
+            search.weights = [need.weight(need.vector(v))
+                              for v in search.host.victims]
         return search.weights
 
     @staticmethod
@@ -406,19 +419,20 @@ class MinimalVictims(VictimStrategy):
             entries = []
             self._subsets(search, seq, size, need, entries)
             return entries[0] if entries else None
-        weights = self._victim_weights(search, need)
         deficit = search.deficit
-        # Victims with the same share of the waste and the same amounts of
-        # what is lacking (typically: of the same flavor) are
-        # interchangeable at the host level, so the search runs over kinds
-        # of victims and how many of each to take, lightest kinds first.
-        by_kind = {}
+        # Victims holding the same amounts of the requested classes
+        # (typically: of the same flavor) are interchangeable at the host
+        # level, so the search runs over kinds of victims and how many of
+        # each to take, lightest kinds first.
+        by_vector = {}
+        vector = need.vector
         for index, victim in enumerate(victims):
-            resources = victim.resources
-            kind = (weights[index],) + tuple(resources.get(rc, 0)
-                                             for rc, _lacking in deficit)
-            by_kind.setdefault(kind, []).append(index)
-        kinds = sorted(by_kind.items())
+            by_vector.setdefault(vector(victim), []).append(index)
+        weight = need.weight
+        positions = [need.position[rc] for rc, _lacking in deficit]
+        kinds = sorted(
+            ((weight(vec),) + tuple(vec[p] for p in positions), members)
+            for vec, members in by_vector.items())
         lackings = [lacking for _rc, lacking in deficit]
         classes = range(len(deficit))
         best = [bound + search.base_waste]
@@ -441,7 +455,28 @@ class MinimalVictims(VictimStrategy):
                          [partial[c] + kind[1 + c] * take for c in classes],
                          chosen + ((position, take),))
 
-        pick(0, size, 0.0, [0] * len(deficit), ())
+        if size == 2:
+            # The usual case past one victim: two tight loops over kinds.
+            for first, (kind, members) in enumerate(kinds):
+                if 2 * kind[0] > best[0] + _TOLERANCE:
+                    break
+                if len(members) > 1 and all(2 * kind[1 + c] >= lackings[c]
+                                            for c in classes):
+                    near.append((2 * kind[0], ((first, 2),)))
+                    best[0] = min(best[0], 2 * kind[0])
+                for second in range(first + 1, len(kinds)):
+                    other = kinds[second][0]
+                    total = kind[0] + other[0]
+                    if total > best[0] + _TOLERANCE:
+                        break
+                    for c in classes:
+                        if kind[1 + c] + other[1 + c] < lackings[c]:
+                            break
+                    else:
+                        near.append((total, ((first, 1), (second, 1))))
+                        best[0] = min(best[0], total)
+        else:
+            pick(0, size, 0.0, [0] * len(deficit), ())
         near = [(total, tuple(sorted(itertools.chain.from_iterable(parts))))
                 for total, chosen in near if total <= best[0] + _TOLERANCE
                 for parts in itertools.product(*[
