@@ -344,3 +344,42 @@ class TestManager(test.NoDBTestCase):
             [ds_lock.DeploymentSetLock, caps.PreemptibleCaps,
              driver.Eviction],
             [type(w) for w in manager.request_wrappers])
+
+
+class TestNotification(test.NoDBTestCase):
+
+    def payload(self):
+        return notifications.EvictionPayload(
+            request_id='req-1', instance_uuid=uuids.new, host='h1',
+            nodename='n1', action='delete', victims=[uuids.v1, uuids.v2],
+            victim_projects=['p1', 'p2'])
+
+    @mock.patch('nova.rpc.get_versioned_notifier')
+    def test_versioned_and_of_the_package(self, get_notifier):
+        self.flags(host='sched-1')
+        context = nova_context.RequestContext('u', 'p')
+        notifications.notify_eviction(context, self.payload())
+        get_notifier.assert_called_once_with(
+            'nova-sched-ext-scheduler:sched-1')
+        notifier = get_notifier.return_value
+        notifier.info.assert_called_once_with(
+            context, 'nova_sched_ext.preemption.evict', mock.ANY)
+        primitive = notifier.info.call_args[0][2]
+        self.assertEqual('EvictionPayload', primitive['nova_object.name'])
+        self.assertEqual('nova_sched_ext',
+                         primitive['nova_object.namespace'])
+        self.assertEqual('1.0', primitive['nova_object.version'])
+        self.assertEqual({
+            'request_id': 'req-1', 'instance_uuid': uuids.new,
+            'host': 'h1', 'nodename': 'n1', 'action': 'delete',
+            'victims': [uuids.v1, uuids.v2], 'victim_projects': ['p1', 'p2'],
+        }, primitive['nova_object.data'])
+
+    @mock.patch('nova.rpc.get_versioned_notifier')
+    def test_a_notification_failure_never_undoes_an_eviction(self, get):
+        get.return_value.info.side_effect = RuntimeError('bus down')
+        notifications.notify_eviction(
+            nova_context.RequestContext('u', 'p'), self.payload())
+        self.assertIn('Could not send the nova_sched_ext.preemption.evict '
+                      'notification of request req-1',
+                      self.stdlog.logger.output)
