@@ -342,11 +342,14 @@ def host_fits(host, request, victims=()):
     return numa_fits(host, request, victims)
 
 
-def apply_placement(host, request, victims, fitted_topology=None):
+def apply_placement(host, request, victims, fitted_topology=None,
+                    topology=None):
     """A copy of ``host`` after evicting ``victims`` and placing one instance.
 
     :param fitted_topology: the placed instance's fitted
         ``InstanceNUMATopology`` (from :func:`nova_fit`), None without NUMA
+    :param topology: the host's NUMA topology without the victims, if the
+        caller already has it
     """
     gone = set(victims)
     freed = freed_resources(victims)
@@ -357,7 +360,8 @@ def apply_placement(host, request, victims, fitted_topology=None):
     host_state = host.host_state
     if host_state is not None and host_state.numa_topology and (
             gone or fitted_topology is not None):
-        topology = topology_without(host_state.numa_topology, victims)
+        if topology is None:
+            topology = topology_without(host_state.numa_topology, victims)
         if fitted_topology is not None:
             topology = hardware.numa_usage_from_instance_numa(
                 topology, fitted_topology)
@@ -399,7 +403,7 @@ def plan_eviction(hosts, request, strategy):
                         if h is placement.host)
         placements.append(Placement(originals[position], placement.victims))
         if index + 1 < request.count:
-            fitted = None
+            fitted = topology = None
             chosen = working[position]
             if (request.numa_topology is not None and
                     chosen.host_state is not None):
@@ -412,7 +416,7 @@ def plan_eviction(hosts, request, strategy):
                                 chosen.host)
                     return None
             working[position] = apply_placement(
-                chosen, request, placement.victims, fitted)
+                chosen, request, placement.victims, fitted, topology)
     return Plan(placements)
 
 

@@ -222,6 +222,15 @@ class TestPlanEviction(testtools.TestCase):
         self.assertIsNone(self.minimal.choose(
             [candidate], fx.request(fx.pinned(2), count=3)))
 
+    def test_engine_and_nova_disagreeing_evicts_nothing(self):
+        host, a, b = split_cells_host()
+        candidate = host.candidate()
+        with mock.patch.object(victims, 'nova_fit', return_value=None), \
+                mock.patch.object(victims.LOG, 'warning') as warning:
+            self.assertIsNone(self.minimal.choose(
+                [candidate], fx.request(fx.pinned(1), count=2)))
+        self.assertIn('disagree', warning.call_args[0][0])
+
     def test_count_must_be_positive(self):
         self.assertRaises(ValueError, victims.plan_eviction, [],
                           fx.request(fx.vcpu(1), count=0), self.minimal)
