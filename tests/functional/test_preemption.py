@@ -169,6 +169,46 @@ class PreemptionTest(PreemptionTestBase):
         data = self.evictions()[0]['payload']['nova_object.data']
         self.assertEqual('shelve_offload', data['action'])
 
+    def test_victims_are_only_taken_in_the_requested_zone(self):
+        aggregate = self.api.post_aggregate(
+            {'aggregate': {'name': 'zone-1', 'availability_zone': 'zone-1'}})
+        self.api.add_host_to_aggregate(aggregate['id'], 'h1')
+        servers = self.fill()
+        host_of = {s['id']: s['OS-EXT-SRV-ATTR:host'] for s in servers}
+        self.assertEqual(4, list(host_of.values()).count('h1'))
+        # Two on-demand servers into zone-1 take all of h1's victims, none
+        # of h2's, whatever their age.
+        for name in ('od-1', 'od-2'):
+            request = self._build_server(
+                name=name, image_uuid=self.image_id,
+                flavor_id=self.flavor_id(ON_DEMAND), networks='none',
+                az='zone-1')
+            server = self._wait_until_built(self.api.post_server(
+                {'server': request}))
+            self.assertEqual('ACTIVE', server['status'], server.get('fault'))
+            self.assertEqual('h1', server['OS-EXT-SRV-ATTR:host'])
+        left = self.existing(servers)
+        self.assertEqual(['h2'] * 4, [host_of[uuid] for uuid in left])
+        self.assertPlacementMatchesServers()
+
+    def test_a_requested_host_is_where_victims_are_taken(self):
+        servers = self.fill()
+        host_of = {s['id']: s['OS-EXT-SRV-ATTR:host'] for s in servers}
+        # Unconstrained, the youngest victims' host would be chosen.
+        target = ({'h1', 'h2'} - {host_of[servers[-1]['id']]}).pop()
+        request = self._build_server(
+            name='on-demand', image_uuid=self.image_id,
+            flavor_id=self.flavor_id(ON_DEMAND), networks='none',
+            host=target)
+        server = self._wait_until_built(self.api.post_server(
+            {'server': request}))
+        self.assertEqual('ACTIVE', server['status'], server.get('fault'))
+        self.assertEqual(target, server['OS-EXT-SRV-ATTR:host'])
+        left = self.existing(servers)
+        gone = [s['id'] for s in servers if s['id'] not in left]
+        self.assertEqual([target] * 2, [host_of[uuid] for uuid in gone])
+        self.assertPlacementMatchesServers()
+
     def test_preemptible_boot_on_a_full_cloud_evicts_nothing(self):
         servers = self.fill()
         results, _ = self.boot('more-pre', PRE)
