@@ -383,3 +383,114 @@ class TestNotification(test.NoDBTestCase):
         self.assertIn('Could not send the nova_sched_ext.preemption.evict '
                       'notification of request req-1',
                       self.stdlog.logger.output)
+
+
+class TestCandidateHosts(test.NoDBTestCase):
+    """Which hosts an eviction considers, and how they are described."""
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.RequestContext('u', 'p')
+        self.spec_obj = objects.RequestSpec(
+            project_id='p', user_id='u', ignore_hosts=None,
+            force_hosts=None, force_nodes=None, availability_zone=None,
+            requested_destination=None,
+            flavor=objects.Flavor(name='od', extra_specs={}))
+        self.manager = mock.Mock()
+        self.manager.host_manager.enabled_filters = []
+        wrapper = mock.Mock(manager=self.manager)
+        self.attempt = driver._Attempt(wrapper, self.context, self.spec_obj,
+                                       [uuids.new])
+        self.group = objects.RequestGroup(
+            resources=dict(RESOURCES), required_traits=set(),
+            forbidden_traits=set(), aggregates=[],
+            forbidden_aggregates=set())
+        self.attempt.resource_request = mock.Mock(
+            get_request_group=mock.Mock(return_value=self.group),
+            _root_required=set(), _root_forbidden=set())
+        self.states = [host_state(h) for h in ('h1', 'h2', 'h3')]
+        for state, aggs in zip(self.states,
+                               ([uuids.agg_a], [uuids.agg_b], [])):
+            state.aggregates = [objects.Aggregate(uuid=u, metadata={})
+                                for u in aggs]
+
+    def kept(self):
+        return [s.host for s in self.attempt.filter_hosts(self.states)]
+
+    def test_everything_kept_without_constraints(self):
+        self.assertEqual(['h1', 'h2', 'h3'], self.kept())
+
+    def test_forced_ignored_and_requested_hosts(self):
+        self.spec_obj.ignore_hosts = ['H1']
+        self.assertEqual(['h2', 'h3'], self.kept())
+        self.spec_obj.ignore_hosts = None
+        self.spec_obj.force_hosts = ['h3']
+        self.assertEqual(['h3'], self.kept())
+        self.spec_obj.force_hosts = None
+        self.spec_obj.requested_destination = objects.Destination(host='h2')
+        self.assertEqual(['h2'], self.kept())
+
+    @mock.patch.object(census, 'host_availability_zones',
+                       return_value={'h1': 'az1', 'h2': 'az2'})
+    def test_the_requested_zone(self, zones):
+        self.flags(default_availability_zone='az1')
+        self.spec_obj.availability_zone = 'az1'
+        self.assertEqual(['h1', 'h3'], self.kept())
+
+    def test_required_and_forbidden_aggregates(self):
+        self.group.aggregates = [[uuids.agg_a, uuids.agg_b]]
+        self.assertEqual(['h1', 'h2'], self.kept())
+        self.group.forbidden_aggregates = {uuids.agg_b}
+        self.assertEqual(['h1'], self.kept())
+
+    def test_usage_filters_are_not_run_the_others_are(self):
+        usage = mock.Mock(name='usage')
+        type(usage).__name__ = 'NUMATopologyFilter'
+        other = mock.Mock(name='other')
+        type(other).__name__ = 'ComputeFilter'
+        self.manager.host_manager.enabled_filters = [usage, other]
+        handler = self.manager.host_manager.filter_handler
+        handler.get_filtered_objects.return_value = self.states[:1]
+        self.assertEqual(['h1'], self.kept())
+        handler.get_filtered_objects.assert_called_once_with(
+            [other], self.states, self.spec_obj, 0)
+
+    def _placement(self, usages, consumers, traits=('COMPUTE_NODE',)):
+        client = self.manager.placement_client
+        client.get_provider_traits.return_value = mock.Mock(
+            traits=set(traits))
+        inventory = {'PCPU': {'total': 8, 'reserved': 0,
+                              'allocation_ratio': 1.0, 'max_unit': 8},
+                     'MEMORY_MB': {'total': 4096, 'reserved': 512,
+                                   'allocation_ratio': 1.5,
+                                   'max_unit': 4096}}
+        bodies = {'inventories': {'inventories': inventory},
+                  'usages': {'usages': usages},
+                  'allocations': {'allocations': consumers}}
+        client.get.side_effect = lambda url, **kw: mock.Mock(
+            json=mock.Mock(return_value=bodies[url.rsplit('/', 1)[1]]))
+
+    def test_a_host_is_described_from_placement(self):
+        self._placement({'PCPU': 8, 'MEMORY_MB': 6000},
+                        {uuids.v1: {'resources': {'PCPU': 2}},
+                         uuids.other: {'resources': {'PCPU': 6}}})
+        instances = [mock.Mock(uuid=uuids.v1, project_id='p1',
+                               created_at=None, numa_topology=None,
+                               pci_requests=None),
+                     mock.Mock(uuid=uuids.v_elsewhere)]
+        host = self.attempt.describe_host(self.states[0], instances)
+        self.assertEqual({'PCPU': 0, 'MEMORY_MB': 0}, host.free)
+        self.assertEqual({'PCPU': 8, 'MEMORY_MB': 4096}, host.max_unit)
+        self.assertEqual([uuids.v1], [v.uuid for v in host.victims])
+        self.assertEqual({'PCPU': 2}, dict(host.victims[0].resources))
+        self.assertIs(self.states[0], host.host_state)
+
+    def test_a_host_without_the_required_traits_is_no_candidate(self):
+        self._placement({}, {uuids.v1: {'resources': {'PCPU': 2}}})
+        self.group.required_traits = {'HW_CPU_X86_AVX512F'}
+        self.assertIsNone(self.attempt.describe_host(
+            self.states[0], [mock.Mock(uuid=uuids.v1)]))
+        self.group.required_traits = set()
+        self.group.forbidden_traits = {'COMPUTE_NODE'}
+        self.assertIsNone(self.attempt.describe_host(
+            self.states[0], [mock.Mock(uuid=uuids.v1)]))
