@@ -48,6 +48,7 @@ instances never reaches Nova's filters, since placement found no room):
   :mod:`.victims` with the victims' usage removed).
 """
 
+from concurrent import futures
 import time
 
 from nova import conf as nova_conf
@@ -79,6 +80,10 @@ USAGE_FILTERS = frozenset((
     'NumInstancesFilter', 'AggregateNumInstancesFilter', 'IoOpsFilter',
     'AggregateIoOpsFilter',
 ))
+
+
+#: placement reads of candidate hosts run at once
+PLACEMENT_READERS = 8
 
 
 class EvictionFailed(Exception):
@@ -251,13 +256,19 @@ class _Attempt(object):
                       self.context, None, self.spec_obj)
                   if (s.host, s.nodename) in by_node]
         states = self.filter_hosts(states)
-        hosts = []
-        for state in states:
-            host = self.describe_host(state, by_node[(state.host,
-                                                      state.nodename)])
-            if host is not None:
-                hosts.append(host)
-        return hosts
+        if not states:
+            return []
+
+        def describe(state):
+            return self.describe_host(
+                state, by_node[(state.host, state.nodename)])
+
+        # Four placement reads per host: a few run at once, so a cloud with
+        # many hosts of preemptible instances is not read one at a time.
+        with futures.ThreadPoolExecutor(
+                max_workers=min(PLACEMENT_READERS, len(states))) as pool:
+            described = list(pool.map(describe, states))
+        return [host for host in described if host is not None]
 
     def filter_hosts(self, states):
         spec = self.spec_obj
