@@ -73,10 +73,18 @@ class PreemptibleCaps(object):
                 not census.needs_new_room(context, spec_obj, instance_uuids):
             return call_next(context, spec_obj, instance_uuids)
         with self._lock:
-            counts = self._counts(context)
-            zones = census.host_availability_zones(context)
-            full, why = self._full_hosts(context, counts, zones, per_az,
-                                         per_host)
+            try:
+                counts = self._counts(context)
+                zones = census.host_availability_zones(context)
+                full, why = self._full_hosts(context, counts, zones, per_az,
+                                             per_host)
+            except Exception:
+                # A cap that cannot be checked is not lifted.
+                LOG.exception('Preemptible request %s refused: the '
+                              'preemptible instances could not be counted.',
+                              context.request_id)
+                raise exception.NoValidHost(
+                    reason='the preemptible instances could not be counted')
             original = spec_obj.ignore_hosts \
                 if spec_obj.obj_attr_is_set('ignore_hosts') else None
             if full:

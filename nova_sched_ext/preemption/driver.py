@@ -114,7 +114,14 @@ class Eviction(object):
         try:
             return call_next(context, spec_obj, instance_uuids)
         except exception.NoValidHost:
-            if not self.may_evict(context, spec_obj, instance_uuids):
+            try:
+                evict = self.may_evict(context, spec_obj, instance_uuids)
+            except Exception:
+                LOG.exception('Preemption: request %s: cannot tell whether '
+                              'it may evict; it does not.',
+                              context.request_id)
+                evict = False
+            if not evict:
                 raise
         # Two tries: a lost race for a victim (409) plans again once.
         for _try in range(2):

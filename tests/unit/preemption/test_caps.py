@@ -140,3 +140,10 @@ class TestPreemptibleCaps(test.NoDBTestCase):
             caps.PENDING_TTL + 1))
         self.call(chosen=('a1',), uuids_=[uuids.second])
         self.assertEqual([None, None], self.seen_ignore)
+
+    def test_a_cap_that_cannot_be_checked_refuses(self):
+        self.flags(preemptible_max_per_host=5, group='nova_sched_ext')
+        census.preemptible_instances.side_effect = RuntimeError('cell down')
+        exc = self.assertRaises(exception.NoValidHost, self.call)
+        self.assertIn('could not be counted', str(exc))
+        self.assertEqual([], self.seen_ignore)

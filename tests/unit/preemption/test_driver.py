@@ -26,6 +26,7 @@ from nova import objects
 from nova.scheduler import host_manager
 from nova import test
 from nova.tests.unit.scheduler import fakes
+from nova.tests.unit.scheduler import test_manager as nova_test_manager
 from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -150,6 +151,13 @@ class TestWhenToEvict(EvictionTestCase):
         self.use_plan(plan(('h1', [uuids.v1])))
         self.may_evict.return_value = False
         self.assertRaises(exception.NoValidHost, self.call)
+        self.make_plan.assert_not_called()
+
+    def test_an_error_deciding_keeps_nova_answer(self):
+        self.use_plan(plan(('h1', [uuids.v1])))
+        self.may_evict.side_effect = RuntimeError('db down')
+        exc = self.assertRaises(exception.NoValidHost, self.call)
+        self.assertIn('full', str(exc))
         self.make_plan.assert_not_called()
 
     def test_no_plan_evicts_nothing(self):
@@ -330,6 +338,26 @@ class TestFailures(EvictionTestCase):
         self.assertRaises(exception.NoValidHost, self.call)
         self.assertEqual(1, self.reserve.call_count)
         self.evictor.evict.assert_not_called()
+
+
+class NovaManagerTestsOnTheDriver(
+        nova_test_manager.SchedulerManagerTestCase):
+    """Nova's own SchedulerManager unit tests, run on the driver.
+
+    What Nova serves, the driver serves the same way; what Nova refuses
+    (for non-preemptible boots, in these tests) is refused the same way
+    when no preemptible instance exists.
+    """
+
+    manager_cls = driver.PreemptionSchedulerManager
+
+    def setUp(self):
+        super().setUp()
+        # No cell database here: nothing is preemptible.
+        self.useFixture(fixtures_patch(census, 'preemptible_instances',
+                                       return_value=[]))
+        self.useFixture(fixtures_patch(census, 'preemptible_flavor_ids',
+                                       return_value=[]))
 
 
 class TestManager(test.NoDBTestCase):
