@@ -16,9 +16,13 @@
 The machine is shared and noisy: every figure is a median of repeats, and
 the two sides are measured alternately so that a slow moment hits both.
 ``nova-sched-ext-bench weigher --hosts 10000 --flavors 8``
-    The time NUMASlotWeigher adds to one request: ``weigh_objects`` over
-    1,000 and 10,000 ``HostState`` objects with 8 reference flavors, with the
-    per-host cache warm (and the first, cache-filling call reported apart).
+    The time NUMASlotWeigher adds to one request over 1,000 and 10,000
+    ``HostState`` objects with 8 reference flavors, warm (one host changed
+    since the previous request, four request shapes in turn): its
+    ``weigh_objects``, and what it adds to Nova's ``HostWeightHandler``
+    (normalisation and per-host multipliers included), each beside Nova's
+    ``RAMWeigher`` measured the same way.  The first, cache-filling call
+    is reported apart.
 
 ``--json`` prints the figures as JSON.
 """
@@ -285,12 +289,35 @@ def bench_filter(args):
     return 0 if all(r['same_hosts'] for r in rows) else 1
 
 
+def _weigher_specs(objects, hardware, image):
+    """Requests of four shapes, taken in turn.
+
+    Each request then meets the hosts changed since the last request of its
+    shape, as in a scheduler serving several flavors.
+    """
+    specs = []
+    for vcpus, cells in ((2, 1), (4, 1), (8, 2), (1, 1)):
+        flavor = objects.Flavor(
+            name='req%d' % vcpus, flavorid='req%d' % vcpus, vcpus=vcpus,
+            memory_mb=vcpus * 2048, root_gb=0, ephemeral_gb=0, swap=0,
+            extra_specs={'hw:cpu_policy': 'dedicated',
+                         'hw:numa_nodes': str(cells)})
+        specs.append(objects.RequestSpec(
+            flavor=flavor, image=image, num_instances=1,
+            instance_uuid='00000000-0000-0000-0000-%012d' % vcpus,
+            pci_requests=None,
+            numa_topology=hardware.numa_get_constraints(flavor, image)))
+    return specs
+
+
 def bench_weigher(args):
-    """Time NUMASlotWeigher.weigh_objects over many HostStates."""
+    """What NUMASlotWeigher adds to one request, next to RAMWeigher."""
     objects = _nova()
     from nova.scheduler import weights
+    from nova.scheduler.weights import ram
     from nova.virt import hardware
     from nova_sched_ext.weighers import numa_slot
+    from oslo_utils import timeutils
     rng = random.Random(11)
     flavors = []
     for i in range(args.flavors):
@@ -303,40 +330,82 @@ def bench_weigher(args):
                 'hw:numa_nodes': '2' if i % 2 else '1'}))
     weigher = numa_slot.NUMASlotWeigher()
     weigher.references = numa_slot.ReferenceFlavors(loader=lambda: flavors)
+    ram_weigher = ram.RAMWeigher()
+    handler = weights.HostWeightHandler()
     image = objects.ImageMeta(properties=objects.ImageMetaProps())
-    small = objects.Flavor(name='small', flavorid='small', vcpus=2,
-                           memory_mb=4096, root_gb=0, ephemeral_gb=0,
-                           swap=0, extra_specs={'hw:cpu_policy': 'dedicated',
-                                                'hw:numa_nodes': '1'})
-    spec = objects.RequestSpec(
-        flavor=small, image=image, instance_uuid='bench', pci_requests=None,
-        numa_topology=hardware.numa_get_constraints(small, image))
+    specs = _weigher_specs(objects, hardware, image)
     rows = []
     for size in sorted({1000, args.hosts}):
         hosts = _cloud(objects, size, rng)
         for h in hosts:
-            h.vcpus_total, h.vcpus_used = 64, 32
+            h.vcpus_total, h.vcpus_used = 64, rng.randint(8, 56)
             h.total_usable_ram_mb, h.free_ram_mb = 131072, 65536
             h.allocation_candidates = [{'mappings': {}}]
+            h.updated = timeutils.utcnow()
         weighed = [weights.WeighedHost(h, 0.0) for h in hosts]
+        turn = [0]
+
+        def next_request():
+            # As in a running scheduler: the previous request consumed
+            # one host (Nova stamps 'updated' and replaces the usage).
+            turn[0] += 1
+            host = hosts[rng.randrange(size)]
+            host.vcpus_used = (host.vcpus_used + 1) % 64
+            host.updated = timeutils.utcnow()
+            return specs[turn[0] % len(specs)]
+
         started = time.perf_counter()
-        weigher.weigh_objects(weighed, spec)
+        weigher.weigh_objects(weighed, specs[0])
         first = time.perf_counter() - started
-        warm = [_median_time(lambda: weigher.weigh_objects(weighed, spec),
-                             1, 1) for _ in range(args.repeats)]
-        rows.append({'hosts': size, 'flavors': len(flavors),
-                     'warm_ms': statistics.median(warm) * 1e3,
-                     'first_ms': first * 1e3})
+        for spec in specs:         # each shape once: the memo is warm
+            weigher.weigh_objects(weighed, spec)
+        figures = {'ours': [], 'ram': [], 'handler_none': [],
+                   'handler_ours': [], 'handler_ram': []}
+        repeats = args.repeats * 4
+        for _ in range(repeats):
+            # alternate, so that a slow moment hits every side
+            spec = next_request()
+            figures['ours'].append(_median_time(
+                lambda: weigher.weigh_objects(weighed, spec), 1, 1))
+            figures['ram'].append(_median_time(
+                lambda: ram_weigher.weigh_objects(weighed, spec), 1, 1))
+            if size <= 1000 or _ % 4 == 0:
+                spec = next_request()
+                for key, used in (('handler_none', []),
+                                  ('handler_ours', [weigher]),
+                                  ('handler_ram', [ram_weigher])):
+                    figures[key].append(_median_time(
+                        lambda: handler.get_weighed_objects(used, hosts,
+                                                            spec), 1, 1))
+        ms = {k: statistics.median(v) * 1e3 for k, v in figures.items()}
+        rows.append({
+            'hosts': size, 'flavors': len(flavors),
+            'weigh_objects_ms': ms['ours'],
+            'ram_weigh_objects_ms': ms['ram'],
+            'added_in_handler_ms': ms['handler_ours'] - ms['handler_none'],
+            'ram_added_in_handler_ms': (ms['handler_ram'] -
+                                        ms['handler_none']),
+            'first_ms': first * 1e3,
+        })
+        row = rows[-1]
+        row['ratio_to_ram'] = (row['added_in_handler_ms'] /
+                               row['ram_added_in_handler_ms'])
     result = {'backend': engine.backend_name(), 'rows': rows}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print('NUMASlotWeigher.weigh_objects, %d reference flavors, backend '
-              '%s (median)' % (args.flavors, result['backend']))
-        print('%7s %10s %22s' % ('hosts', 'warm ms', 'first (cache fill) ms'))
+        print('NUMASlotWeigher, %d reference flavors, backend %s; warm: one '
+              'host changed since the previous request, four request shapes '
+              'in turn (medians, ms per request)'
+              % (args.flavors, result['backend']))
+        print('%7s %14s %12s %17s %15s %7s %12s' % (
+            'hosts', 'weigh_objects', 'RAMWeigher', 'added in handler',
+            'RAMWeigher adds', 'ratio', 'first call'))
         for r in rows:
-            print('%7d %10.2f %22.1f' % (r['hosts'], r['warm_ms'],
-                                         r['first_ms']))
+            print('%7d %14.2f %12.2f %17.2f %15.2f %6.2fx %12.1f' % (
+                r['hosts'], r['weigh_objects_ms'], r['ram_weigh_objects_ms'],
+                r['added_in_handler_ms'], r['ram_added_in_handler_ms'],
+                r['ratio_to_ram'], r['first_ms']))
     return 0
 
 

@@ -13,8 +13,17 @@ the weighted number of slots lost, so the host where the request costs the
 least wins. Among hosts with equal losses the fuller host wins, so empty
 hosts stay empty for the largest flavors.
 
+Room mode: the first member of an affinity (or soft-affinity) server group
+fixes the host of every later member, so for it the weigher first prefers
+the hosts that can still take the most instances of the request's own
+shape (up to ``numa_slot_affinity_group_size``), and the slot loss only
+orders hosts of equal room.
+
 All hosts and reference flavors are counted in one call into the C fit
-engine. A request the engine cannot place on a host (outside its supported
+engine. With the C helper, packed hosts and their weights per request shape
+are kept between requests (:mod:`nova_sched_ext.fit.slotcache`), so a
+request only counts the hosts that changed since the last request of its
+shape. A request the engine cannot place on a host (outside its supported
 subset) weighs as much as the worst host.
 
 Options, group ``[nova_sched_ext]``:
@@ -26,6 +35,8 @@ Options, group ``[nova_sched_ext]``:
   ``numa_slot_reference_refresh_interval`` seconds.
 * ``numa_slot_weight_by`` and ``numa_slot_flavor_weights``: what losing one
   slot of each flavor costs.
+* ``numa_slot_affinity_room`` and ``numa_slot_affinity_group_size``: the
+  room mode for an affinity group's first member.
 
 How it plays with Nova's weighers: Nova normalises every weigher's weights
 to 0..1 over the candidate hosts and then adds them up, each multiplied by
@@ -35,6 +46,7 @@ recommended settings, measured with ``nova-sched-ext-sim --compare``, are in
 ``doc/source/numa_slot_weigher.rst``.
 """
 
+import operator
 import threading
 import time
 
@@ -169,6 +181,7 @@ def _slot_weight(flavor):
 
 
 _AFFINITY_POLICIES = ('affinity', 'soft-affinity')
+_HOST_STATE = operator.attrgetter('obj')
 
 
 def room_cap(spec_obj):
@@ -249,7 +262,7 @@ class NUMASlotWeigher(weights.BaseHostWeigher):
         return self._weigh([host_state], weight_properties)[0]
 
     def weigh_objects(self, weighed_obj_list, weight_properties):
-        return self._weigh([w.obj for w in weighed_obj_list],
+        return self._weigh(list(map(_HOST_STATE, weighed_obj_list)),
                            weight_properties)
 
     def _weigh(self, hosts, spec_obj):
