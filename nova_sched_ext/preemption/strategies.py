@@ -38,6 +38,7 @@ strategy's generator is shared, so with a seed its sequence depends on the
 order of concurrent requests).
 """
 
+import functools
 import heapq
 import itertools
 import math
@@ -65,6 +66,18 @@ MAX_NUMA_FAILURES = 200
 # Waste is compared rounded to 1e-9; subsets closer than this to the least
 # waste of a host are compared in full.
 _TOLERANCE = 1e-8
+
+# A host's lower bound on waste and its subsets' waste are summed in
+# different orders; the bound is lowered by this much (far more than the
+# rounding error, far less than the 1e-9 of the comparison) before being
+# rounded, so that it never exceeds a subset's rounded waste.
+_MARGIN = 1e-10
+
+# The last item of a host's placeholder heap entry: its bounds are coarse
+# (every victim counts) or refined (only the victims that can be part of a
+# subset of that size count).
+_COARSE = None
+_REFINED = 'refined'
 
 
 class VictimStrategy:
@@ -140,13 +153,16 @@ class _Need(dict):
 class _HostSearch:
     """Per-request search state of one host (lives for one place_one)."""
 
-    __slots__ = ('host', 'deficit', 'base_waste', 'bound', 'weights',
-                 'greedy', 'noted', 'checked_all', 'hopeless')
+    __slots__ = ('host', 'deficit', 'lacks', 'base_waste', 'bound',
+                 'weights', 'greedy', 'noted', 'checked_all', 'hopeless')
 
-    def __init__(self, host, deficit, base_waste):
+    def __init__(self, host, deficit, base_waste, lacks=()):
         self.host = host
         # ((resource class, amount lacking), ...): what the victims must free
         self.deficit = deficit
+        # The amount lacking (0 if none) of each requested class, in the
+        # order of _Need.classes.
+        self.lacks = lacks
         # waste(subset) = sum of the victims' weights - base_waste
         self.base_waste = base_waste
         self.bound = None if deficit else 0
@@ -189,6 +205,121 @@ def _lower_bound(victims, rc, lacking):
     return None
 
 
+class _Bounds:
+    """Lower bounds of the heap keys of every host's subsets, per size.
+
+    Built once per request from a few passes over all the victims, each
+    a comprehension or a ``map`` of a builtin (no Python call per victim):
+    per host and requested class the least and the most a victim holds,
+    and the creation times of the host's victims, youngest first.  A
+    subset of ``size`` victims then
+
+    * covers a class only if ``size`` times the most a victim holds does;
+    * frees of each class at least ``size`` times the least a victim
+      holds, so it wastes at least the sum over the requested classes of
+      what that frees beyond the lacking amount (see :func:`waste`);
+    * has an oldest victim no younger than the host's ``size``-th
+      youngest.
+
+    These give each host a placeholder heap entry that sorts before every
+    entry of its own subsets of that size; its exact search
+    (:meth:`MinimalVictims._best`) runs only if the placeholder is popped,
+    i.e. if no subset of a better key fitted first.
+    """
+
+    def __init__(self, searches, need):
+        # Hosts with no victim never get past level 0.
+        self.members = [seq for seq, search in enumerate(searches)
+                        if search.host.victims]
+        victim_lists = [searches[seq].host.victims for seq in self.members]
+        self.counts = list(map(len, victim_lists))
+        offsets = list(itertools.accumulate(self.counts, initial=0))
+        slices = list(map(slice, offsets[:-1], offsets[1:]))
+        resources = [victim.resources for victims in victim_lists
+                     for victim in victims]
+        self.amounts = need.amounts
+        self.least, self.most, self.lacks = [], [], []
+        # Per requested class, per host: what each victim holds.
+        self.held = []
+        for position, rc in enumerate(need.classes):
+            column = [held.get(rc, 0) for held in resources]
+            parts = list(map(column.__getitem__, slices))
+            self.held.append(parts)
+            self.least.append(list(map(min, parts)))
+            self.most.append(list(map(max, parts)))
+            self.lacks.append([searches[seq].lacks[position]
+                               for seq in self.members])
+        created = [victim.created_ts for victims in victim_lists
+                   for victim in victims]
+        self.created = list(map(created.__getitem__, slices))
+        self.youngest_first = list(map(
+            functools.partial(sorted, reverse=True), self.created))
+        self.index = {seq: index for index, seq in enumerate(self.members)}
+
+    def placeholders(self, size, searches):
+        """A placeholder heap entry for each host that may have a subset.
+
+        ``(size, waste bound, -oldest bound, host, node, (), seq, None)``;
+        the waste bound is lowered by a margin and rounded like the
+        subsets' waste, so that it never exceeds theirs.
+        """
+        count = len(self.members)
+        wasted = [0.0] * count
+        eligible = [size <= n for n in self.counts]
+        for least, most, lacks, amount in zip(self.least, self.most,
+                                              self.lacks, self.amounts):
+            wasted = [w + (size * low - lack) / amount
+                      if size * low > lack else w
+                      for w, low, lack in zip(wasted, least, lacks)]
+            if any(lacks):
+                eligible = [ok and size * high >= lack
+                            for ok, high, lack in zip(eligible, most, lacks)]
+        entries = []
+        for index in itertools.compress(range(count), eligible):
+            seq = self.members[index]
+            search = searches[seq]
+            if search.hopeless:
+                continue
+            host = search.host
+            entries.append((
+                size, round(wasted[index] - _MARGIN, 9),
+                -self.youngest_first[index][size - 1], host.host,
+                host.nodename, (), seq, _COARSE))
+        return entries
+
+    def refined(self, size, seq, search):
+        """A tighter placeholder for one host, or None if it has no subset.
+
+        Every victim of a subset that covers a lacking amount ``L`` holds at
+        least ``L - (size - 1) * most`` of that class; only such victims
+        count for the bounds.
+        """
+        index = self.index[seq]
+        useful = range(self.counts[index])
+        for parts, most, lacks in zip(self.held, self.most, self.lacks):
+            lack = lacks[index]
+            if lack > 0:
+                floor = lack - (size - 1) * most[index]
+                part = parts[index]
+                useful = [i for i in useful if part[i] >= floor]
+        if len(useful) < size:
+            return None
+        wasted = 0.0
+        for parts, lacks, amount in zip(self.held, self.lacks,
+                                        self.amounts):
+            part = parts[index]
+            freed = sum(sorted([part[i] for i in useful])[:size])
+            lack = lacks[index]
+            if freed > lack:
+                wasted += (freed - lack) / amount
+        created = self.created[index]
+        oldest = sorted([created[i] for i in useful],
+                        reverse=True)[size - 1]
+        host = search.host
+        return (size, round(wasted - _MARGIN, 9), -oldest, host.host,
+                host.nodename, (), seq, _REFINED)
+
+
 class MinimalVictims(VictimStrategy):
     """Fewest victims, then least waste, then youngest victims.
 
@@ -225,40 +356,26 @@ class MinimalVictims(VictimStrategy):
             return None
         first = 0 if any(not s.deficit for s in searches) else 1
         last = max(len(s.host.victims) for s in searches)
+        bounds = None
         failed = 0
         for size in range(first, last + 1):
-            # At 2 victims or more, each host first offers only its best
-            # subset; its other subsets join the heap only if that one
-            # fails the NUMA check, which keeps the order exact.
-            candidates = []
             complete = set()
-            least = math.inf
-            for seq, search in enumerate(searches):
-                if size > len(search.host.victims) or search.hopeless:
-                    continue
-                if size == 0:
+            if size == 0:
+                candidates = []
+                for seq, search in enumerate(searches):
                     if not search.deficit:
                         host = search.host
                         candidates.append((0, 0.0, 0.0, host.host,
                                            host.nodename, (), seq, ()))
                     complete.add(seq)
-                elif size == 1:
-                    self._singles(search, seq, need, candidates)
-                    complete.add(seq)
-                elif search.lower_bound() <= size:
-                    entry = self._best(search, seq, size, need, least)
-                    if entry is not None:
-                        candidates.append(entry)
-                        least = min(least, entry[1])
-                    elif least < math.inf:
-                        # Everything here wastes more than the best seen
-                        # so far: a placeholder ordered after all subsets
-                        # of that waste stands for the host, and its best
-                        # subset is searched for only if it is reached.
-                        host = search.host
-                        candidates.append((size, least, math.inf,
-                                           host.host, host.nodename, (),
-                                           seq, None))
+            else:
+                # Each host enters a level as one placeholder keyed by a
+                # lower bound of its subsets' keys; the costly exact search
+                # runs only for the hosts whose placeholder is reached
+                # before a subset that fits is found.
+                if bounds is None:
+                    bounds = _Bounds(searches, need)
+                candidates = bounds.placeholders(size, searches)
             heapq.heapify(candidates)
             while candidates:
                 entry = heapq.heappop(candidates)
@@ -266,10 +383,21 @@ class MinimalVictims(VictimStrategy):
                 search = searches[seq]
                 if search.hopeless:
                     continue
-                if entry[-1] is None:
-                    entry = self._best(search, seq, size, need)
-                    if entry is not None:
-                        heapq.heappush(candidates, entry)
+                if entry[-1] is _COARSE and size > 1:
+                    refined = bounds.refined(size, seq, search)
+                    if refined is not None:
+                        heapq.heappush(candidates, refined)
+                    continue
+                if entry[-1] is _COARSE or entry[-1] is _REFINED:
+                    if size == 1:
+                        entries = []
+                        self._singles(search, seq, need, entries)
+                        complete.add(seq)
+                    else:
+                        best = self._best(search, seq, size, need)
+                        entries = () if best is None else (best,)
+                    for other in entries:
+                        heapq.heappush(candidates, other)
                     continue
                 chosen = tuple(search.host.victims[i] for i in entry[-1])
                 if victims_mod.numa_fits(search.host, request,
@@ -309,6 +437,7 @@ class MinimalVictims(VictimStrategy):
         max_unit = host.max_unit
         free = host.free
         deficit = []
+        lacks = []
         base_waste = 0.0
         for rc, amount in need.items():
             if max_unit and amount > max_unit.get(rc, amount):
@@ -316,12 +445,15 @@ class MinimalVictims(VictimStrategy):
             lacking = amount - free.get(rc, 0)
             if lacking > 0:
                 deficit.append((rc, lacking))
+                lacks.append(lacking)
                 base_waste += lacking / amount
+            else:
+                lacks.append(0)
         if deficit and not host.victims:
             return None
         # A host whose victims cannot cover the deficit finds no subset at
         # level 1 and gets a lower bound above its victims from level 2.
-        return _HostSearch(host, tuple(deficit), base_waste)
+        return _HostSearch(host, tuple(deficit), base_waste, lacks)
 
     @staticmethod
     def _singles(search, seq, need, candidates):
