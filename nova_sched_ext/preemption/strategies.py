@@ -38,7 +38,6 @@ strategy's generator is shared, so with a seed its sequence depends on the
 order of concurrent requests).
 """
 
-import functools
 import heapq
 import itertools
 import math
@@ -205,6 +204,15 @@ def _lower_bound(victims, rc, lacking):
     return None
 
 
+def _column(resources, rc):
+    """What each mapping of ``resources`` holds of ``rc`` (0 if absent)."""
+    try:
+        # One C-level pass when every victim holds the class.
+        return list(map(operator.itemgetter(rc), resources))
+    except KeyError:
+        return [held.get(rc, 0) for held in resources]
+
+
 class _Bounds:
     """Lower bounds of the heap keys of every host's subsets, per size.
 
@@ -234,26 +242,28 @@ class _Bounds:
         victim_lists = [searches[seq].host.victims for seq in self.members]
         self.counts = list(map(len, victim_lists))
         offsets = list(itertools.accumulate(self.counts, initial=0))
-        slices = list(map(slice, offsets[:-1], offsets[1:]))
+        self.slices = slices = list(map(slice, offsets[:-1], offsets[1:]))
         resources = [victim.resources for victims in victim_lists
                      for victim in victims]
         self.amounts = need.amounts
-        self.least, self.most, self.lacks = [], [], []
-        # Per requested class, per host: what each victim holds.
-        self.held = []
+        # Per requested class: what each victim holds (all hosts one after
+        # the other), the least and the most a victim of each host holds,
+        # and what each host lacks.
+        self.columns, self.least, self.most, self.lacks = [], [], [], []
         for position, rc in enumerate(need.classes):
-            column = [held.get(rc, 0) for held in resources]
-            parts = list(map(column.__getitem__, slices))
-            self.held.append(parts)
-            self.least.append(list(map(min, parts)))
-            self.most.append(list(map(max, parts)))
-            self.lacks.append([searches[seq].lacks[position]
-                               for seq in self.members])
-        created = [victim.created_ts for victims in victim_lists
-                   for victim in victims]
-        self.created = list(map(created.__getitem__, slices))
-        self.youngest_first = list(map(
-            functools.partial(sorted, reverse=True), self.created))
+            column = _column(resources, rc)
+            self.columns.append(column)
+            self.least.append(list(map(min, map(column.__getitem__,
+                                                slices))))
+            lacks = [searches[seq].lacks[position] for seq in self.members]
+            self.lacks.append(lacks)
+            # Only needed where something is lacking.
+            self.most.append(list(map(max, map(column.__getitem__, slices)))
+                             if any(lacks) else None)
+        self.created = created = [victim.created_ts
+                                  for victims in victim_lists
+                                  for victim in victims]
+        self.youngest = list(map(max, map(created.__getitem__, slices)))
         self.index = {seq: index for index, seq in enumerate(self.members)}
 
     def placeholders(self, size, searches):
@@ -263,27 +273,37 @@ class _Bounds:
         the waste bound is lowered by a margin and rounded like the
         subsets' waste, so that it never exceeds theirs.
         """
-        count = len(self.members)
-        wasted = [0.0] * count
         eligible = [size <= n for n in self.counts]
-        for least, most, lacks, amount in zip(self.least, self.most,
-                                              self.lacks, self.amounts):
-            wasted = [w + (size * low - lack) / amount
-                      if size * low > lack else w
-                      for w, low, lack in zip(wasted, least, lacks)]
-            if any(lacks):
+        for most, lacks in zip(self.most, self.lacks):
+            if most is not None:
                 eligible = [ok and size * high >= lack
                             for ok, high, lack in zip(eligible, most, lacks)]
+        eligible = [index for index in itertools.compress(
+            range(len(eligible)), eligible)
+            if not searches[self.members[index]].hopeless]
+        if not eligible:
+            return []
+        wasted = [0.0] * len(eligible)
+        for least, lacks, amount in zip(self.least, self.lacks,
+                                        self.amounts):
+            wasted = [w + (size * low - lack) / amount
+                      if size * low > lack else w
+                      for w, low, lack in zip(
+                          wasted, map(least.__getitem__, eligible),
+                          map(lacks.__getitem__, eligible))]
+        # The oldest victim of a subset is at most the size-th youngest.
+        if size == 1:
+            oldest = list(map(self.youngest.__getitem__, eligible))
+        else:
+            created, slices = self.created, self.slices
+            oldest = [sorted(created[slices[index]], reverse=True)[size - 1]
+                      for index in eligible]
         entries = []
-        for index in itertools.compress(range(count), eligible):
+        for index, bound, created in zip(eligible, wasted, oldest):
             seq = self.members[index]
-            search = searches[seq]
-            if search.hopeless:
-                continue
-            host = search.host
+            host = searches[seq].host
             entries.append((
-                size, round(wasted[index] - _MARGIN, 9),
-                -self.youngest_first[index][size - 1], host.host,
+                size, round(bound - _MARGIN, 9), -created, host.host,
                 host.nodename, (), seq, _COARSE))
         return entries
 
@@ -295,24 +315,24 @@ class _Bounds:
         count for the bounds.
         """
         index = self.index[seq]
+        where = self.slices[index]
+        held = [column[where] for column in self.columns]
         useful = range(self.counts[index])
-        for parts, most, lacks in zip(self.held, self.most, self.lacks):
+        for part, most, lacks in zip(held, self.most, self.lacks):
             lack = lacks[index]
             if lack > 0:
+                # (most is not None where some host lacks the class)
                 floor = lack - (size - 1) * most[index]
-                part = parts[index]
                 useful = [i for i in useful if part[i] >= floor]
         if len(useful) < size:
             return None
         wasted = 0.0
-        for parts, lacks, amount in zip(self.held, self.lacks,
-                                        self.amounts):
-            part = parts[index]
+        for part, lacks, amount in zip(held, self.lacks, self.amounts):
             freed = sum(sorted([part[i] for i in useful])[:size])
             lack = lacks[index]
             if freed > lack:
                 wasted += (freed - lack) / amount
-        created = self.created[index]
+        created = self.created[where]
         oldest = sorted([created[i] for i in useful],
                         reverse=True)[size - 1]
         host = search.host
@@ -453,7 +473,8 @@ class MinimalVictims(VictimStrategy):
             return None
         # A host whose victims cannot cover the deficit finds no subset at
         # level 1 and gets a lower bound above its victims from level 2.
-        return _HostSearch(host, tuple(deficit), base_waste, lacks)
+        deficit = tuple(deficit)
+        return _HostSearch(host, deficit, base_waste, lacks)
 
     @staticmethod
     def _singles(search, seq, need, candidates):
@@ -495,11 +516,19 @@ class MinimalVictims(VictimStrategy):
         victims = host.victims
         deficit = search.deficit
         if math.comb(len(victims), size) <= MAX_SUBSETS_PER_HOST:
+            held = [[victim.resources.get(rc, 0) for victim in victims]
+                    for rc, _lacking in deficit]
+            # A victim holding less than the lacking amount minus what
+            # size - 1 of the largest hold is in no subset that fits.
+            useful = range(len(victims))
+            for amounts, (_rc, lacking) in zip(held, deficit):
+                floor = lacking - (size - 1) * max(amounts)
+                useful = [i for i in useful if amounts[i] >= floor]
             combos = [combo for combo in
-                      itertools.combinations(range(len(victims)), size)
-                      if all(sum(victims[i].resources.get(rc, 0)
-                                 for i in combo) >= lacking
-                             for rc, lacking in deficit)]
+                      itertools.combinations(useful, size)
+                      if all(sum(amounts[i] for i in combo) >= lacking
+                             for amounts, (_rc, lacking) in zip(held,
+                                                                deficit))]
         else:
             if not search.noted:
                 search.noted = True
