@@ -163,7 +163,10 @@ class Request:
         spec = self.spec_obj
         if spec is None or not spec.obj_attr_is_set('pci_requests'):
             return None
-        return spec.pci_requests or None
+        # Nova's numa_fit_instance_to_host takes the list of requests, as
+        # NUMATopologyFilter passes it, not the InstancePCIRequests object.
+        requests = spec.pci_requests
+        return (requests.requests if requests else None) or None
 
     @functools.cached_property
     def fit_request(self):
