@@ -49,15 +49,15 @@ from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import packing
 
-# What a request reads of each HostState, in one pass (each pass over
-# thousands of scattered HostStates costs a cache miss per host): the
-# version, then the allocation candidates.
-_READ = operator.attrgetter(
+# What a request reads of each HostState: its version, then its allocation
+# candidates.  Each pass over thousands of scattered HostStates costs a
+# cache miss or two per host, and each tuple made per host is work for the
+# garbage collector: one tuple per host, compared as it is.
+_VERSION = operator.attrgetter(
     'updated', 'numa_topology', 'pci_stats', 'free_ram_mb', 'vcpus_used',
     'cpu_allocation_ratio', 'ram_allocation_ratio', 'vcpus_total',
-    'total_usable_ram_mb', 'allocation_candidates')
-_VERSION = operator.itemgetter(slice(0, 9))
-_CANDIDATES = operator.itemgetter(9)
+    'total_usable_ram_mb')
+_CANDIDATES = operator.attrgetter('allocation_candidates')
 _ENTRY_VERSION = operator.itemgetter(0)
 _ENTRY_SLOT = operator.itemgetter(1)
 _MISSING = (None, -1)
@@ -224,10 +224,8 @@ class SlotArena(object):
         if not n:
             return []
         ffi, lib = self._ffi, self._lib
-        read = list(map(_READ, host_states))
-        versions = list(map(_VERSION, read))
-        candidates = list(map(len, map(_CANDIDATES, read)))
-        del read
+        versions = list(map(_VERSION, host_states))
+        candidates = list(map(len, map(_CANDIDATES, host_states)))
         c_request = ffi.new('struct nse_shape *')
         ffi.memmove(c_request, packing.pack_shape(request),
                     ffi.sizeof('struct nse_shape'))
