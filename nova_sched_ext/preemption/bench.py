@@ -23,9 +23,8 @@ Quality
 Cost
     ``MinimalVictims.choose`` for single-instance requests on a full cloud
     of ``--hosts`` hosts with ``--per-host`` preemptible instances each; the
-    median of ``--repeats`` runs.  The target applies to the first request,
-    a pinned NUMA one that needs one victim; requests that need two and
-    three victims are timed as well.
+    median of ``--repeats`` runs.  Three requests are timed, which need
+    one, two and three victims there; the target applies to each.
 
 The clusters are built with Nova's own objects and functions: every
 instance is fitted with ``numa_fit_instance_to_host`` and its usage added
@@ -369,12 +368,15 @@ def run(args):
     result = quality(args.clusters, args.seed)
     result.update(decision_time(args.hosts, args.per_host, args.repeats,
                                 args.seed))
+    # The target holds for every request timed, whatever victims it needs.
+    result['decision_ms_worst_median'] = max(
+        decision['ms_median'] for decision in result['decisions'])
     result['ratio_target'] = RATIO_TARGET
     result['decision_ms_target'] = DECISION_MS_TARGET
     ok = (result['ratio_mean'] is None or
           (result['ratio_mean'] <= RATIO_TARGET and
            result['ratio_mean'] <= result['random_ratio_mean'])) and \
-        result['decision_ms_median'] < DECISION_MS_TARGET
+        result['decision_ms_worst_median'] < DECISION_MS_TARGET
     result['targets_met'] = ok
     if args.json:
         print(json.dumps(result, indent=2))
@@ -397,7 +399,8 @@ def run(args):
             print('  %-32s %8.1f ms  (max %.1f ms, %s victims)' % (
                 decision['request'], decision['ms_median'],
                 decision['ms_max'], decision['victims']))
-        print('targets (mean ratio <= %.2f, not worse than random, < %.0f '
-              'ms): %s' % (RATIO_TARGET, DECISION_MS_TARGET,
-                           'met' if ok else 'NOT met'))
+        print('targets (mean ratio <= %.2f, not worse than random, every '
+              'median < %.0f ms): %s' % (
+                  RATIO_TARGET, DECISION_MS_TARGET,
+                  'met' if ok else 'NOT met'))
     return 0 if ok else 1

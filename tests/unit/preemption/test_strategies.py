@@ -210,6 +210,68 @@ class TestMinimalVictims(testtools.TestCase):
                          sorted(v.uuid for v in plan.victims))
         self.assertIn('greedily', debug.call_args[0][0])
 
+    def test_exact_search_only_where_a_bound_may_win(self):
+        # 40 hosts whose pairs all waste the same; the host with the
+        # youngest pair wins on age, and its bounds are the only ones that
+        # can reach that key: one exact search, not forty.
+        hosts = [full_host('h%02d' % i, ('h%02d-a' % i, 1, 512, i),
+                           ('h%02d-b' % i, 1, 512, i + 0.5),
+                           ('h%02d-old' % i, 1, 512, -100))
+                 for i in range(40)]
+        request = fx.request(fx.vcpu(2, 1024))
+        with mock.patch.object(strategies.MinimalVictims, '_best',
+                               autospec=True,
+                               side_effect=strategies.MinimalVictims._best
+                               ) as best:
+            plan = self.strategy.choose(hosts, request)
+        fx.check_plan(hosts, request, plan)
+        self.assertEqual([exhaustive_choice(hosts, request)], chosen(plan))
+        self.assertEqual([('h39', ['h39-a', 'h39-b'])], chosen(plan))
+        self.assertEqual(1, best.call_count)
+
+    @settings(max_examples=20, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.integers(min_value=0, max_value=2 ** 32))
+    def test_host_bounds_never_exceed_a_subset(self, seed):
+        # The lazy search is exact only if a host's placeholder entries sort
+        # before every subset of the host they stand for.
+        rng = random.Random(seed)
+        hosts = bench.random_cluster(rng)
+        shape = rng.choice(bench.SHAPES + (bench.Shape(6, 6144),))
+        request = fx.request(shape)
+        need = strategies._Need({rc: amount for rc, amount
+                                 in request.resources.items() if amount})
+        searches = [search for search in (
+            strategies.MinimalVictims._prepare(host, need) for host in hosts)
+            if search is not None]
+        if not any(search.host.victims for search in searches):
+            return
+        bounds = strategies._Bounds(searches, need)
+        checked = 0
+        for size in range(1, 5):
+            coarse = {entry[-2]: entry
+                      for entry in bounds.placeholders(size, searches)}
+            for seq, search in enumerate(searches):
+                entries = []
+                if size == 1:
+                    self.strategy._singles(search, seq, need, entries)
+                elif size <= len(search.host.victims):
+                    self.strategy._subsets(search, seq, size, need, entries)
+                if not entries:
+                    continue
+                first = min(entries)
+                self.assertIn(seq, coarse)
+                self.assertLessEqual(coarse[seq][:6], first[:6])
+                if size > 1:
+                    refined = bounds.refined(size, seq, search)
+                    self.assertIsNotNone(refined)
+                    self.assertLessEqual(coarse[seq][:6], refined[:6])
+                    self.assertLessEqual(refined[:6], first[:6])
+                    best = self.strategy._best(search, seq, size, need)
+                    self.assertEqual(first[:6], best[:6])
+                checked += 1
+        self.assertGreater(checked, 0)
+
     @settings(max_examples=25, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
     @given(st.integers(min_value=0, max_value=2 ** 32))
