@@ -219,10 +219,8 @@ class TestMinimalVictims(testtools.TestCase):
                            ('h%02d-old' % i, 1, 512, -100))
                  for i in range(40)]
         request = fx.request(fx.vcpu(2, 1024))
-        with mock.patch.object(strategies.MinimalVictims, '_best',
-                               autospec=True,
-                               side_effect=strategies.MinimalVictims._best
-                               ) as best:
+        with mock.patch.object(self.strategy, '_best',
+                               wraps=self.strategy._best) as best:
             plan = self.strategy.choose(hosts, request)
         fx.check_plan(hosts, request, plan)
         self.assertEqual([exhaustive_choice(hosts, request)], chosen(plan))
