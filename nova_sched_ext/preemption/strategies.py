@@ -152,8 +152,8 @@ class _Need(dict):
 class _HostSearch:
     """Per-request search state of one host (lives for one place_one)."""
 
-    __slots__ = ('host', 'deficit', 'lacks', 'base_waste', 'bound',
-                 'weights', 'greedy', 'noted', 'checked_all', 'hopeless')
+    __slots__ = ('host', 'deficit', 'lacks', 'base_waste', 'weights',
+                 'greedy', 'noted', 'checked_all', 'hopeless')
 
     def __init__(self, host, deficit, base_waste, lacks=()):
         self.host = host
@@ -164,44 +164,12 @@ class _HostSearch:
         self.lacks = lacks
         # waste(subset) = sum of the victims' weights - base_waste
         self.base_waste = base_waste
-        self.bound = None if deficit else 0
         self.weights = None
         self.greedy = None
         self.noted = False
         # Whether the NUMA check with every victim gone ran, and failed.
         self.checked_all = False
         self.hopeless = False
-
-    def lower_bound(self):
-        """The fewest victims that can cover the deficit (host level)."""
-        if self.bound is None:
-            bound = 0
-            for rc, lacking in self.deficit:
-                count = _lower_bound(self.host.victims, rc, lacking)
-                if count is None:
-                    bound = len(self.host.victims) + 1
-                    break
-                bound = max(bound, count)
-            self.bound = bound
-        return self.bound
-
-
-def _lower_bound(victims, rc, lacking):
-    """The fewest victims covering ``lacking`` of one class, or None.
-
-    Largest first, which is optimal for one class; None when all the
-    victims together do not cover it.
-    """
-    total = count = 0
-    for amount in sorted((v.resources.get(rc, 0) for v in victims),
-                         reverse=True):
-        if amount <= 0:
-            break
-        total += amount
-        count += 1
-        if total >= lacking:
-            return count
-    return None
 
 
 def _column(resources, rc):
@@ -260,10 +228,23 @@ class _Bounds:
             # Only needed where something is lacking.
             self.most.append(list(map(max, map(column.__getitem__, slices)))
                              if any(lacks) else None)
-        self.created = created = [victim.created_ts
-                                  for victims in victim_lists
-                                  for victim in victims]
-        self.youngest = list(map(max, map(created.__getitem__, slices)))
+        # Creation times are compared as datetimes where they all compare
+        # (all aware, or all naive, none unknown), and only the ones a
+        # bound uses are converted: converting 20,000 of them costs more
+        # than the rest of the bounds.  Seconds since the epoch are
+        # monotonic in the datetime, so the bounds are the same.
+        created = [victim.created_at for victims in victim_lists
+                   for victim in victims]
+        try:
+            youngest = list(map(max, map(created.__getitem__, slices)))
+            self.seconds = victims_mod.timestamp
+        except TypeError:
+            created = victims_mod.created_timestamps(
+                itertools.chain.from_iterable(victim_lists))
+            youngest = list(map(max, map(created.__getitem__, slices)))
+            self.seconds = float
+        self.created = created
+        self.youngest = list(map(self.seconds, youngest))
         self.index = {seq: index for index, seq in enumerate(self.members)}
 
     def placeholders(self, size, searches):
@@ -296,8 +277,9 @@ class _Bounds:
             oldest = list(map(self.youngest.__getitem__, eligible))
         else:
             created, slices = self.created, self.slices
-            oldest = [sorted(created[slices[index]], reverse=True)[size - 1]
-                      for index in eligible]
+            oldest = list(map(self.seconds, [
+                sorted(created[slices[index]], reverse=True)[size - 1]
+                for index in eligible]))
         entries = []
         for index, bound, created in zip(eligible, wasted, oldest):
             seq = self.members[index]
@@ -333,8 +315,8 @@ class _Bounds:
             if freed > lack:
                 wasted += (freed - lack) / amount
         created = self.created[where]
-        oldest = sorted([created[i] for i in useful],
-                        reverse=True)[size - 1]
+        oldest = self.seconds(sorted([created[i] for i in useful],
+                                     reverse=True)[size - 1])
         host = search.host
         return (size, round(wasted - _MARGIN, 9), -oldest, host.host,
                 host.nodename, (), seq, _REFINED)
@@ -350,10 +332,13 @@ class MinimalVictims(VictimStrategy):
     NUMA check (the costly part) runs in that order and stops at the first
     subset that passes.
 
-    Host-level arithmetic skips most hosts quickly: a host whose free room
-    plus all its victims cannot hold the request is dropped, and a host
-    joins a level only from its lower bound on (the largest-first count of
-    victims needed for its scarcest resource class).  Waste is additive
+    Most hosts are never searched set by set: each enters a level as one
+    placeholder heap entry keyed by lower bounds of its subsets' keys
+    (:class:`_Bounds`, computed for all hosts in a few passes over the
+    victims), refined when it reaches the top of the heap, and searched
+    exactly (:meth:`_best`) only when its refined placeholder reaches the
+    top again.  The bounds never exceed a subset's key, so the order, and
+    the answer, are those of the exhaustive search.  Waste is additive
     over victims (see :func:`waste`), so each victim's share is computed
     once per request.  When one host has more than
     :data:`MAX_SUBSETS_PER_HOST` subsets of a size, it offers at that size
@@ -471,10 +456,9 @@ class MinimalVictims(VictimStrategy):
                 lacks.append(0)
         if deficit and not host.victims:
             return None
-        # A host whose victims cannot cover the deficit finds no subset at
-        # level 1 and gets a lower bound above its victims from level 2.
-        deficit = tuple(deficit)
-        return _HostSearch(host, deficit, base_waste, lacks)
+        # A host whose victims cannot cover the deficit is kept: _Bounds
+        # finds it eligible at no level.
+        return _HostSearch(host, tuple(deficit), base_waste, lacks)
 
     @staticmethod
     def _singles(search, seq, need, candidates):

@@ -58,6 +58,42 @@ LOG = logging.getLogger(__name__)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
+def timestamp(created):
+    """A creation time as seconds since the epoch (naive means UTC).
+
+    None (unknown) counts as the oldest possible: minus infinity.  The
+    value of :attr:`Victim.created_ts`.
+    """
+    if created is None:
+        return float('-inf')
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=datetime.timezone.utc)
+    return (created - _EPOCH).total_seconds()
+
+
+def created_timestamps(victims):
+    """``created_ts`` of each victim, in order, for many victims at once.
+
+    Values already cached on a victim are reused; the others are computed
+    in one pass and cached as the property would: its first access costs
+    several times the computation, and the driver builds new victims for
+    every request.
+    """
+    victims = list(victims)
+    known = [victim.__dict__.get('created_ts') for victim in victims]
+    if None not in known:
+        return known
+    result = [
+        ts if ts is not None else
+        (at - _EPOCH).total_seconds() if at is not None and at.tzinfo
+        else timestamp(at)
+        for ts, at in zip(known, [victim.created_at for victim in victims])]
+    for victim, ts, cached in zip(victims, result, known):
+        if cached is None:
+            victim.__dict__['created_ts'] = ts
+    return result
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Victim:
     """A preemptible instance that may be evicted.
@@ -97,12 +133,7 @@ class Victim:
 
         An unknown creation time counts as the oldest possible.
         """
-        created = self.created_at
-        if created is None:
-            return float('-inf')
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=datetime.timezone.utc)
-        return (created - _EPOCH).total_seconds()
+        return timestamp(self.created_at)
 
     @functools.cached_property
     def holds_pci(self):

@@ -12,6 +12,7 @@
 
 """The minimal and random strategies, and loading them by name."""
 
+import dataclasses
 import itertools
 import random
 from unittest import mock
@@ -209,6 +210,33 @@ class TestMinimalVictims(testtools.TestCase):
         self.assertEqual(['v5', 'v6', 'v7'],
                          sorted(v.uuid for v in plan.victims))
         self.assertIn('greedily', debug.call_args[0][0])
+
+    def test_creation_times_that_do_not_compare(self):
+        # Unknown, naive and aware creation times side by side: the host
+        # bounds fall back to seconds since the epoch; same order.
+        def aged(uuid, at):
+            return dataclasses.replace(
+                next(v for v in host.victims if v.uuid == uuid),
+                created_at=at)
+
+        hosts = []
+        for name, times in (('a', (None, fx.at(5), fx.at(6))),
+                            ('b', (fx.at(7).replace(tzinfo=None), None,
+                                   fx.at(1))),
+                            ('c', (fx.at(4), fx.at(8), fx.at(2)))):
+            host = full_host(name, *[('%s%d' % (name, i), 1, 512, 0)
+                                     for i in range(3)])
+            hosts.append(dataclasses.replace(host, victims=tuple(
+                aged('%s%d' % (name, i), at)
+                for i, at in enumerate(times))))
+        for shape in (fx.vcpu(1, 512), fx.vcpu(2, 1024), fx.vcpu(3, 1536)):
+            request = fx.request(shape)
+            plan = self.strategy.choose(hosts, request)
+            fx.check_plan(hosts, request, plan)
+            self.assertEqual([exhaustive_choice(hosts, request)],
+                             chosen(plan))
+        self.assertEqual([('c', ['c1'])], chosen(self.strategy.choose(
+            hosts, fx.request(fx.vcpu(1, 512)))))
 
     def test_exact_search_only_where_a_bound_may_win(self):
         # 40 hosts whose pairs all waste the same; the host with the

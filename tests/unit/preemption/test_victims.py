@@ -13,6 +13,7 @@
 """host_fits, plan_eviction and the brute-force optimum."""
 
 import dataclasses
+import datetime
 from unittest import mock
 
 from nova import objects
@@ -244,6 +245,21 @@ class TestVictim(testtools.TestCase):
                          naive.created_ts)
         self.assertEqual(float('-inf'),
                          victims.Victim('u', 'p', None, {}).created_ts)
+
+    def test_creation_times_of_many(self):
+        tokyo = datetime.timezone(datetime.timedelta(hours=9))
+        times = [fx.at(1), fx.at(2).replace(tzinfo=None), None,
+                 fx.at(3).astimezone(tokyo), fx.at(0.5)]
+        many = [victims.Victim('v%d' % i, 'p', at, {})
+                for i, at in enumerate(times)]
+        expected = [victims.Victim('w', 'p', at, {}).created_ts
+                    for at in times]
+        # One already cached, the others computed and then cached.
+        self.assertEqual(expected[4], many[4].created_ts)
+        self.assertEqual(expected, victims.created_timestamps(many))
+        self.assertEqual(expected, [victims.timestamp(at) for at in times])
+        self.assertEqual(expected, [v.__dict__['created_ts'] for v in many])
+        self.assertEqual(expected, victims.created_timestamps(many))
 
     def test_equal_by_uuid(self):
         self.assertEqual(victims.Victim('a', 'p', fx.T0, {'VCPU': 1}),
