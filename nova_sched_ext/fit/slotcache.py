@@ -22,26 +22,27 @@ A :class:`SlotArena` holds, for one list of reference shapes and weights,
   list), so that a host that did not change since a request of the same
   shape is not recounted at all.
 
-A request then costs a few C-level passes over the hosts in Python (read
-each host's version, look its entry up, compare) and one C call
+A request then costs one loop over the hosts in Python (look each host's
+entry up and compare its version; nothing is allocated per host, which
+would cost more in garbage collection than the loop) and one C call
 (``nse_slot_weights_indexed``) that reads the memo or counts the slots of
 the hosts it misses.
 
 A host's *version* is everything its record is built from: ``updated``
 (which Nova stamps on every compute node refresh and every
 ``consume_from_request``), the NUMA topology and PCI stats objects, the
-host-level usage and totals, and the allocation ratios.  Versions are
-compared with ``==`` (identity first; Nova's topology objects compare by
-content, which holds only when every nested object is the same).  The
-version tuple keeps the objects it names alive, so it is never compared
-with a recycled object.
+host-level usage and totals, and the allocation ratios, as the per-host
+cache of :func:`adapters.prepared_hosts` checks them: the topology and PCI
+stats objects by identity (Nova replaces them rather than change them,
+except the PCI pools that ``consume_from_request`` changes in place, with
+a new ``updated``), the rest by value.  The entry keeps the objects it
+names alive, so an identity is never compared with a recycled object.
 
 Thread safety: weighers are shared by every request thread; each arena
 call holds the arena's lock, and the C call does not keep pointers past
 its return.
 """
 
-import itertools
 import operator
 import threading
 
@@ -49,18 +50,13 @@ from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import packing
 
-# What a request reads of each HostState: its version, then its allocation
-# candidates.  Each pass over thousands of scattered HostStates costs a
-# cache miss or two per host, and each tuple made per host is work for the
-# garbage collector: one tuple per host, compared as it is.
+# A host's version: what its packed record is built from (the entry
+# holds it, then the host's slot).
 _VERSION = operator.attrgetter(
     'updated', 'numa_topology', 'pci_stats', 'free_ram_mb', 'vcpus_used',
     'cpu_allocation_ratio', 'ram_allocation_ratio', 'vcpus_total',
     'total_usable_ram_mb')
 _CANDIDATES = operator.attrgetter('allocation_candidates')
-_ENTRY_VERSION = operator.itemgetter(0)
-_ENTRY_SLOT = operator.itemgetter(1)
-_MISSING = (None, -1)
 _NAN = float('nan')
 
 
@@ -76,8 +72,8 @@ class SlotArena(object):
     :param shape_weights: their slot weights, parallel to ``shapes``
     :param memo_columns: how many distinct request shapes (and modes) the
         memo keeps at once; past that the memo starts over
-    :param max_hosts: entries kept for hosts not seen again (a HostState
-        Nova dropped) are forgotten when more than this many are held
+    :param max_hosts: when more hosts than this are held (hosts Nova
+        dropped count until then), the next request starts over
     """
 
     def __init__(self, shapes, shape_weights, memo_columns=32,
@@ -101,7 +97,7 @@ class SlotArena(object):
         self._clear()
 
     def _clear(self):
-        # host state -> (version, slot)
+        # host state -> its version fields, then its slot
         self._entries = {}
         # slot -> packed record bytes (for compaction)
         self._records = []
@@ -163,37 +159,51 @@ class SlotArena(object):
             used += len(record)
         self._arena, self._arena_size, self._used = arena, size, used
 
-    def _store(self, host_state, version, entry):
-        slot = entry[1]
-        if slot < 0:
+    def _store(self, host_state, entry):
+        if entry is None:
             slot = len(self._records)
             if slot >= self._capacity:
                 self._grow_slots(slot + 1)
-        # The record is built for one allocation candidate; a request with
-        # several passes them to the C call, which then skips the memo.
+        else:
+            slot = entry[9]
+        # The record is built for one allocation candidate; the C call
+        # gets each request's number of candidates.
         record = adapters.rebuild_prepared_host(host_state).packed
         self._write_record(slot, record)
         for col in self._requests.values():
             self._memo[col * self._capacity + slot] = _NAN
-        entry = (version, slot)
+        entry = _VERSION(host_state) + (slot,)
         self._entries[host_state] = entry
         return entry
 
-    def _slots_of(self, host_states, versions):
-        entries = list(map(self._entries.get, host_states,
-                           itertools.repeat(_MISSING)))
-        same = list(map(operator.eq, versions,
-                        map(_ENTRY_VERSION, entries)))
-        if not all(same):
-            if len(self._entries) + same.count(False) > self._max_hosts:
-                self._clear()
-                entries = [_MISSING] * len(host_states)
-                same = [False] * len(host_states)
-            for i in itertools.compress(range(len(host_states)),
-                                        map(operator.not_, same)):
-                entries[i] = self._store(host_states[i], versions[i],
-                                         entries[i])
-        return list(map(_ENTRY_SLOT, entries))
+    def _slots_of(self, host_states):
+        """The slots of the hosts, storing the ones that changed.
+
+        A plain loop that compares each field with what the entry holds
+        and allocates nothing per host: a tuple per host per request is
+        cheap to make but, at thousands of hosts, costs more in garbage
+        collection (of every object the scheduler holds) than the loop.
+        """
+        if len(self._entries) > self._max_hosts:
+            # Hosts Nova dropped are still held: start over.
+            self._clear()
+        entries = self._entries
+        get = entries.get
+        slots = []
+        append = slots.append
+        for hs in host_states:
+            e = get(hs)
+            if (e is None or e[0] != hs.updated or
+                    e[1] is not hs.numa_topology or
+                    e[2] is not hs.pci_stats or e[3] != hs.free_ram_mb or
+                    e[4] != hs.vcpus_used or
+                    e[5] != hs.cpu_allocation_ratio or
+                    e[6] != hs.ram_allocation_ratio or
+                    e[7] != hs.vcpus_total or
+                    e[8] != hs.total_usable_ram_mb):
+                e = self._store(hs, e)
+            append(e[9])
+        return slots
 
     # -- requests ------------------------------------------------------------
 
@@ -224,14 +234,13 @@ class SlotArena(object):
         if not n:
             return []
         ffi, lib = self._ffi, self._lib
-        versions = list(map(_VERSION, host_states))
         candidates = list(map(len, map(_CANDIDATES, host_states)))
         c_request = ffi.new('struct nse_shape *')
         ffi.memmove(c_request, packing.pack_shape(request),
                     ffi.sizeof('struct nse_shape'))
         out = ffi.new('double[]', n)
         with self._lock:
-            slots = self._slots_of(host_states, versions)
+            slots = self._slots_of(host_states)
             column = self._column((request, room_cap))
             index = ffi.new('int32_t[]', slots)
             c_candidates = ffi.NULL if candidates.count(1) == n else \

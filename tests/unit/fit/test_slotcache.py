@@ -129,9 +129,13 @@ class TestSlotArena(testtools.TestCase):
             h.numa_topology = bench.host_topology(objects, 1)
             h.updated = None
         self.check(arena, hosts, small)
-        # more hosts than max_hosts: the arena starts over
+        # more hosts than max_hosts: the next request starts over
         self.check(arena, self._cloud(120, seed=2) + hosts[:10], big)
+        self.assertGreater(len(arena._entries), 200)
         self.check(arena, hosts, small, 1)
+        self.assertEqual(150, len(arena._entries))
+        # a request larger than max_hosts works too
+        self.check(arena, self._cloud(250, seed=3), small)
 
     def test_threads_share_one_arena(self):
         small, big = self._shapes()
