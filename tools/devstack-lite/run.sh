@@ -592,6 +592,9 @@ scheduler_evidence=$(grep -c 'Filter NUMAFitFilter returned' \
 echo "scheduler passes through NUMAFitFilter: $scheduler_evidence"
 grep -o 'NUMASlotWeigher reference flavors: .*' "$LOGDIR/n-sch.log" \
     | tail -n 1 || true
+evictions=$(grep -c 'Preemption: request .* evicts' "$LOGDIR/n-sch.log" \
+    || true)
+echo "preemption driver evictions: $evictions"
 function count {
     sed -n "s/^ - $1: *\([0-9]*\)$/\1/p" "$LOGDIR/tempest-run.log" | tail -n 1
 }
