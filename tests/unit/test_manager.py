@@ -21,17 +21,17 @@ from nova import objects
 from nova.scheduler import host_manager
 from nova.scheduler import manager as nova_manager
 from nova import test
-from nova.tests.unit.scheduler import test_manager as nova_test_manager
 import oslo_messaging as messaging
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext import manager
 from nova_sched_ext.preemption import driver
+from tests.unit import nova_manager_tests
 
 
 class NovaManagerTestsOnOurManager(
-        nova_test_manager.SchedulerManagerTestCase):
+        nova_manager_tests.NovaSchedulerManagerTests):
     """Nova's own SchedulerManager unit tests, run on the subclass.
 
     The wrappers must not change anything Nova's tests can see.

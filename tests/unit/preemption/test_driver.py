@@ -26,7 +26,6 @@ from nova import objects
 from nova.scheduler import host_manager
 from nova import test
 from nova.tests.unit.scheduler import fakes
-from nova.tests.unit.scheduler import test_manager as nova_test_manager
 from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 
@@ -39,6 +38,7 @@ from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reservation
 from nova_sched_ext.preemption import victims as victims_mod
+from tests.unit import nova_manager_tests
 
 RESOURCES = {'PCPU': 4, 'MEMORY_MB': 512, 'DISK_GB': 1}
 VICTIM_RESOURCES = {'PCPU': 2, 'MEMORY_MB': 256, 'DISK_GB': 1}
@@ -341,7 +341,7 @@ class TestFailures(EvictionTestCase):
 
 
 class NovaManagerTestsOnTheDriver(
-        nova_test_manager.SchedulerManagerTestCase):
+        nova_manager_tests.NovaSchedulerManagerTests):
     """Nova's own SchedulerManager unit tests, run on the driver.
 
     What Nova serves, the driver serves the same way; what Nova refuses
