@@ -183,8 +183,19 @@ deployment_set_opts = [
              'failure domain.'),
 ]
 
+scheduler_driver_opts = [
+    cfg.StrOpt(
+        'scheduler_driver',
+        default='default',
+        help='The scheduler manager nova-sched-ext-scheduler runs, by name '
+             'in the entry-point namespace nova_sched_ext.scheduler_drivers: '
+             '"default" is the package\'s manager (Nova\'s, with the '
+             'request wrappers of the package), "preemption" adds the '
+             'eviction of preemptible instances. Read at service start.'),
+]
+
 ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
-            deployment_set_opts)
+            deployment_set_opts + scheduler_driver_opts)
 
 
 def register_opts(conf):

@@ -23,10 +23,15 @@ starting, so a plugin that fails to import or is not of the expected kind is
 logged and skipped instead of raising.
 """
 
+import importlib.metadata
+
 from oslo_log import log as logging
 from stevedore import extension
 
 LOG = logging.getLogger(__name__)
+
+#: the entry-point namespace of the scheduler drivers (managers)
+DRIVER_NAMESPACE = 'nova_sched_ext.scheduler_drivers'
 
 
 def _log_skipped(namespace, entry_point, why):
@@ -78,3 +83,28 @@ def load_classes(namespace, base_class):
         by_class_name[plugin.__name__] = plugin
         classes.append(plugin)
     return classes
+
+
+class UnknownDriver(Exception):
+    """``[nova_sched_ext] scheduler_driver`` names no registered driver."""
+
+
+def driver_class_path(name):
+    """The class path of the scheduler manager registered as driver ``name``.
+
+    Unlike filters and weighers, a driver is not imported here: Nova's
+    service imports its manager from the class path.
+
+    :raises UnknownDriver: no such entry point, or one that is not a class
+    """
+    found = importlib.metadata.entry_points(group=DRIVER_NAMESPACE)
+    for entry_point in found:
+        if entry_point.name == name:
+            module, _, attr = entry_point.value.partition(':')
+            if not attr or ' ' in attr.strip():
+                break
+            return '%s.%s' % (module.strip(), attr.strip())
+    raise UnknownDriver(
+        '[nova_sched_ext] scheduler_driver = %r is not a scheduler driver; '
+        'known: %s' % (name, ', '.join(sorted(ep.name for ep in found))
+                       or 'none (is nova-sched-ext installed?)'))

@@ -129,10 +129,11 @@ def _check_package_opts(conf, problems):
 def _check_driver(conf, scheduler_command, problems):
     """The driver exists, runs, and can evict if it is the preemption one."""
     from nova_sched_ext.preemption import conf as preemption_conf
+    from nova_sched_ext import registry
 
     try:
         driver = conf[GROUP].scheduler_driver
-        preemption_conf.driver_class_path(driver)
+        registry.driver_class_path(driver)
     except Exception as exc:
         problems.append(str(exc))
         return

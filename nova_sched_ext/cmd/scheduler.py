@@ -44,14 +44,12 @@ from nova import thread_pool_factory
 from nova import version
 
 from nova_sched_ext import conf as sched_ext_conf  # noqa: registers options
-from nova_sched_ext.preemption import conf as preemption_conf
+from nova_sched_ext import registry
 
 CONF = nova.conf.CONF
 
 #: the service binary the rest of Nova knows the scheduler by
 BINARY = 'nova-scheduler'
-UnknownDriver = preemption_conf.UnknownDriver
-driver_class_path = preemption_conf.driver_class_path
 
 
 def create_service():
@@ -59,7 +57,8 @@ def create_service():
 
     Its manager is the driver ``[nova_sched_ext] scheduler_driver`` names.
     """
-    manager = driver_class_path(CONF.nova_sched_ext.scheduler_driver)
+    manager = registry.driver_class_path(
+        CONF.nova_sched_ext.scheduler_driver)
     return service.Service.create(
         binary=BINARY, topic=rpcapi.RPC_TOPIC, manager=manager)
 
@@ -75,7 +74,7 @@ def main():
 
     try:
         server = create_service()
-    except UnknownDriver as exc:
+    except registry.UnknownDriver as exc:
         sys.exit(str(exc))
 
     workers = CONF.scheduler.workers or processutils.get_worker_count()

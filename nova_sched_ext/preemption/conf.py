@@ -10,16 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Options of the scheduler driver and of the preemption driver.
+"""Options of the preemption driver.
 
-``[nova_sched_ext]`` gets the driver selection and the preemption options;
+``[nova_sched_ext]`` gets the preemption options;
 ``[nova_sched_ext_evictor]`` holds the keystoneauth session, auth and
 adapter options of the service user the driver evicts with (like Nova's
 ``[placement]`` section).  Importing this module registers them on
 ``nova.conf.CONF``; ``list_opts`` feeds ``oslo-config-generator``.
 """
-
-import importlib.metadata
 
 from keystoneauth1 import loading as ks_loading
 from nova.conf import utils as confutils
@@ -27,9 +25,6 @@ from oslo_config import cfg
 
 from nova_sched_ext import conf as ext_conf
 
-GROUP_NAME = ext_conf.GROUP_NAME
-#: the entry-point namespace of the scheduler drivers
-DRIVER_NAMESPACE = 'nova_sched_ext.scheduler_drivers'
 EVICTOR_GROUP_NAME = 'nova_sched_ext_evictor'
 #: the service the evictor talks to
 EVICTOR_SERVICE_TYPE = 'compute'
@@ -44,17 +39,6 @@ evictor_group = cfg.OptGroup(
          'preemption driver uses to evict preemptible servers. The user '
          'must be allowed to delete (or shelve and offload) any server, '
          'i.e. have the admin role under the default policy.')
-
-driver_opts = [
-    cfg.StrOpt(
-        'scheduler_driver',
-        default='default',
-        help='The scheduler manager nova-sched-ext-scheduler runs, by name '
-             'in the entry-point namespace nova_sched_ext.scheduler_drivers: '
-             '"default" is the package\'s manager (Nova\'s, with the '
-             'request wrappers of the package), "preemption" adds the '
-             'eviction of preemptible instances. Read at service start.'),
-]
 
 preemption_opts = [
     cfg.StrOpt(
@@ -109,7 +93,7 @@ preemption_opts = [
              'means unlimited. Counted like preemptible_max_per_az.'),
 ]
 
-ALL_OPTS = driver_opts + preemption_opts
+ALL_OPTS = preemption_opts
 
 
 def register_opts(conf):
@@ -129,28 +113,6 @@ def list_opts():
          ks_loading.get_auth_plugin_conf_options('v3password') +
          confutils.get_ksa_adapter_opts(EVICTOR_SERVICE_TYPE)),
     ]
-
-
-class UnknownDriver(Exception):
-    pass
-
-
-def driver_class_path(name):
-    """The class path of the manager registered as driver ``name``.
-
-    :raises UnknownDriver: no such entry point, or one that is not a class
-    """
-    found = importlib.metadata.entry_points(group=DRIVER_NAMESPACE)
-    for entry_point in found:
-        if entry_point.name == name:
-            module, _, attr = entry_point.value.partition(':')
-            if not attr or ' ' in attr.strip():
-                break
-            return '%s.%s' % (module.strip(), attr.strip())
-    raise UnknownDriver(
-        '[%s] scheduler_driver = %r is not a scheduler driver; known: %s'
-        % (GROUP_NAME, name, ', '.join(sorted(ep.name for ep in found))
-           or 'none (is nova-sched-ext installed?)'))
 
 
 CONF = cfg.CONF

@@ -27,6 +27,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext import manager
 from nova_sched_ext.preemption import driver
+from nova_sched_ext import registry
 from tests.unit import nova_manager_tests
 
 
@@ -246,14 +247,14 @@ class TestSchedulerCommand(test.NoDBTestCase):
     def test_every_registered_driver_resolves(self):
         from oslo_utils import importutils
         self.assertIs(manager.SchedulerManager, importutils.import_class(
-            self.cmd.driver_class_path('default')))
+            registry.driver_class_path('default')))
         self.assertIs(driver.PreemptionSchedulerManager,
                       importutils.import_class(
-                          self.cmd.driver_class_path('preemption')))
+                          registry.driver_class_path('preemption')))
 
     def test_an_unknown_driver_stops_the_service_with_a_clear_message(self):
         self.flags(scheduler_driver='nope', group='nova_sched_ext')
-        self.assertRaises(self.cmd.UnknownDriver, self.cmd.create_service)
+        self.assertRaises(registry.UnknownDriver, self.cmd.create_service)
         cmd = self.cmd
         with mock.patch.object(cmd.config, 'parse_args'), \
                 mock.patch.object(cmd.logging, 'setup'), \
