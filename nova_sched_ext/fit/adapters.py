@@ -123,11 +123,15 @@ def host_model(numa_topology, pci_stats=None, cpu_allocation_ratio=None,
 _NO_TOPOLOGY = engine.prepare(m.Host(cells=(), status=m.HOST_NO_TOPOLOGY))
 
 # The packed model is cached on the HostState itself, with what it was built
-# from.  Nova replaces numa_topology (and pci_stats) objects rather than
-# changing them, and stamps ``updated`` on every compute node refresh and
-# every consume_from_request (which also changes the PCI pools in place);
-# the free RAM, used vCPUs and ratios are compared too, so a HostState
-# changed by hand is noticed as well.
+# from. A host with a stamp (``updated`` set) is unchanged while ``updated``,
+# the free RAM, used vCPUs and ratios are: Nova's HostManager rebuilds the
+# numa_topology and pci_stats objects from the compute node on every request,
+# equal when the node's ``updated_at`` did not move (the database moves it on
+# every change), and consume_from_request stamps ``updated`` (it also changes
+# the PCI pools in place). The usage fields cover two compute node saves in
+# the same second (MySQL keeps whole seconds). A host without a stamp (built
+# by hand, or a node that never reported) is also compared by the identity
+# of its topology and PCI stats objects.
 _CACHE_ATTR = '_nova_sched_ext_fit'
 
 
@@ -202,11 +206,13 @@ def prepared_hosts(host_states):
     attr = _CACHE_ATTR
     for hs in host_states:
         entry = hs.__dict__.get(attr)
-        if (entry is not None and entry[0] is hs.numa_topology and
-                entry[1] is hs.pci_stats and
+        if (entry is not None and
                 entry[2] == (hs.updated, hs.free_ram_mb, hs.vcpus_used,
                              hs.cpu_allocation_ratio,
-                             hs.ram_allocation_ratio)):
+                             hs.ram_allocation_ratio) and
+                (hs.updated is not None or
+                 (entry[0] is hs.numa_topology and
+                  entry[1] is hs.pci_stats))):
             prepared = entry[3]
         else:
             prepared = _refresh(hs)

@@ -1,5 +1,6 @@
 """NUMAFitFilter with Nova's own fakes, beside Nova's NUMATopologyFilter."""
 
+import datetime
 import threading
 from unittest import mock
 
@@ -126,6 +127,33 @@ class TestNUMAFitFilter(testtools.TestCase):
         # Nova replaces the topology object when usage changes.
         state.numa_topology = host_topology(8, pinned=range(0, 32))
         self.assertEqual([], self.filt.filter_all([state], request))
+
+    def test_cache_keeps_a_stamped_host_nova_refreshed(self):
+        state = host('h', host_topology(8))
+        state.updated = datetime.datetime(2026, 1, 1, 12, 0, 0)
+        request = spec(dedicated(6))
+        self.assertEqual(['h'], self.names(self.filt.filter_all([state],
+                                                                request)))
+        with mock.patch.object(adapters, '_build',
+                               side_effect=adapters._build) as build:
+            # Nova's HostManager before each request: new, equal objects.
+            state.numa_topology = state.numa_topology.obj_clone()
+            state.updated = state.updated.replace()
+            self.assertEqual(['h'], self.names(
+                self.filt.filter_all([state], request)))
+            self.assertEqual(0, build.call_count)
+            # The compute node saved new usage: a new stamp.
+            state.numa_topology = host_topology(8, pinned=range(0, 32))
+            state.updated += datetime.timedelta(seconds=1)
+            self.assertEqual([], self.filt.filter_all([state], request))
+            self.assertEqual(1, build.call_count)
+            # Saved again within the same second: the usage tells.
+            state.numa_topology = host_topology(8)
+            state.vcpus_used = 0
+            state.free_ram_mb += 1024
+            self.assertEqual(['h'], self.names(
+                self.filt.filter_all([state], request)))
+            self.assertEqual(2, build.call_count)
 
     def test_cache_notices_allocation_ratio_change(self):
         shared = objects.InstanceNUMATopology(cells=[
