@@ -22,27 +22,36 @@ A :class:`SlotArena` holds, for one list of reference shapes and weights,
   list), so that a host that did not change since a request of the same
   shape is not recounted at all.
 
-A request then costs one loop over the hosts in Python (look each host's
-entry up and compare its version; nothing is allocated per host, which
-would cost more in garbage collection than the loop) and one C call
-(``nse_slot_weights_indexed``) that reads the memo or counts the slots of
-the hosts it misses.
+A request then costs a handful of passes over the hosts that run in C
+(``map``, ``zip`` and one dict lookup per host: nothing in Python per host)
+and one C call (``nse_slot_weights_indexed``) that reads the memo or counts
+the slots of the hosts it misses.
 
-A host's *version* is everything its record is built from: ``updated``
-(which Nova stamps on every compute node refresh and every
-``consume_from_request``), the NUMA topology and PCI stats objects, the
-host-level usage and totals, and the allocation ratios, as the per-host
-cache of :func:`adapters.prepared_hosts` checks them: the topology and PCI
-stats objects by identity (Nova replaces them rather than change them,
-except the PCI pools that ``consume_from_request`` changes in place, with
-a new ``updated``), the rest by value.  The entry keeps the objects it
-names alive, so an identity is never compared with a recycled object.
+How a host is known to be unchanged. A ``HostState`` Nova keeps is found
+by its *stamp*: the object itself, ``updated``, ``free_ram_mb`` and
+``vcpus_used``. Nova's ``HostManager`` rebuilds a host's NUMA topology and
+PCI stats objects from the compute node on every request, but sets
+``updated`` to the compute node's ``updated_at``, which the database moves
+on every change of the record; ``consume_from_request`` stamps ``updated``
+too. So an equal stamp means an equal record, and the rebuilt objects need
+not be looked at. The usage fields cover two saves of a compute node within
+the same second (``updated_at`` has a resolution of one second in MySQL):
+each instance claimed or dropped changes them.
+
+A host without a stamp (``updated`` is None: a compute node that never
+reported, or a host built by hand) is compared field by field with what its
+record was built from: ``updated``, the NUMA topology and PCI stats objects
+by identity, the host-level usage and totals and the allocation ratios by
+value, as the per-host cache of :func:`adapters.prepared_hosts` does. The
+arena keeps the objects it compares alive, so an identity is never compared
+with a recycled object.
 
 Thread safety: weighers are shared by every request thread; each arena
 call holds the arena's lock, and the C call does not keep pointers past
 its return.
 """
 
+import itertools
 import operator
 import threading
 
@@ -50,12 +59,15 @@ from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import packing
 
-# A host's version: what its packed record is built from (the entry
-# holds it, then the host's slot).
+# A host's version: everything its packed record is built from, compared
+# for hosts without a stamp.
 _VERSION = operator.attrgetter(
     'updated', 'numa_topology', 'pci_stats', 'free_ram_mb', 'vcpus_used',
     'cpu_allocation_ratio', 'ram_allocation_ratio', 'vcpus_total',
     'total_usable_ram_mb')
+_UPDATED = operator.attrgetter('updated')
+_FREE_RAM = operator.attrgetter('free_ram_mb')
+_VCPUS_USED = operator.attrgetter('vcpus_used')
 _CANDIDATES = operator.attrgetter('allocation_candidates')
 _NAN = float('nan')
 
@@ -97,9 +109,15 @@ class SlotArena(object):
         self._clear()
 
     def _clear(self):
-        # host state -> its version fields, then its slot
-        self._entries = {}
-        # slot -> packed record bytes (for compaction)
+        # host state -> its slot
+        self._slot_by_host = {}
+        # (host state, updated, free_ram_mb, vcpus_used) -> slot, for the
+        # hosts with a stamp
+        self._slot_by_stamp = {}
+        # slot -> its key in _slot_by_stamp (or None), its version, its
+        # packed record bytes (for compaction)
+        self._stamps = []
+        self._versions = []
         self._records = []
         self._capacity = 0
         self._offsets = self._ffi.new('int64_t[]', 1)
@@ -159,50 +177,68 @@ class SlotArena(object):
             used += len(record)
         self._arena, self._arena_size, self._used = arena, size, used
 
-    def _store(self, host_state, entry):
-        if entry is None:
+    def _store(self, host_state, slot):
+        """(Re)build the record of a host, in its slot or a new one."""
+        if slot is None:
             slot = len(self._records)
             if slot >= self._capacity:
                 self._grow_slots(slot + 1)
-        else:
-            slot = entry[9]
+            self._stamps.append(None)
+            self._versions.append(None)
+            self._slot_by_host[host_state] = slot
         # The record is built for one allocation candidate; the C call
         # gets each request's number of candidates.
         record = adapters.rebuild_prepared_host(host_state).packed
         self._write_record(slot, record)
         for col in self._requests.values():
             self._memo[col * self._capacity + slot] = _NAN
-        entry = _VERSION(host_state) + (slot,)
-        self._entries[host_state] = entry
-        return entry
+        self._versions[slot] = _VERSION(host_state)
+        old_stamp = self._stamps[slot]
+        if old_stamp is not None:
+            del self._slot_by_stamp[old_stamp]
+        stamp = None
+        if host_state.updated is not None:
+            stamp = (host_state, host_state.updated, host_state.free_ram_mb,
+                     host_state.vcpus_used)
+            self._slot_by_stamp[stamp] = slot
+        self._stamps[slot] = stamp
+        return slot
+
+    def _checked_slot(self, hs):
+        """The slot of a host its stamp did not find, rebuilt if changed."""
+        slot = self._slot_by_host.get(hs)
+        if slot is not None:
+            v = self._versions[slot]
+            if (v[0] == hs.updated and v[1] is hs.numa_topology and
+                    v[2] is hs.pci_stats and v[3] == hs.free_ram_mb and
+                    v[4] == hs.vcpus_used and
+                    v[5] == hs.cpu_allocation_ratio and
+                    v[6] == hs.ram_allocation_ratio and
+                    v[7] == hs.vcpus_total and
+                    v[8] == hs.total_usable_ram_mb):
+                return slot
+        return self._store(hs, slot)
 
     def _slots_of(self, host_states):
         """The slots of the hosts, storing the ones that changed.
 
-        A plain loop that compares each field with what the entry holds
-        and allocates nothing per host: a tuple per host per request is
-        cheap to make but, at thousands of hosts, costs more in garbage
-        collection (of every object the scheduler holds) than the loop.
+        One dict lookup per host by its stamp, in C (``map`` over ``zip``:
+        the key tuple is reused, nothing per host stays allocated); only the
+        hosts it misses (new, changed, or without a stamp) are looked at in
+        Python.
         """
-        if len(self._entries) > self._max_hosts:
+        if len(self._slot_by_host) > self._max_hosts:
             # Hosts Nova dropped are still held: start over.
             self._clear()
-        entries = self._entries
-        get = entries.get
-        slots = []
-        append = slots.append
-        for hs in host_states:
-            e = get(hs)
-            if (e is None or e[0] != hs.updated or
-                    e[1] is not hs.numa_topology or
-                    e[2] is not hs.pci_stats or e[3] != hs.free_ram_mb or
-                    e[4] != hs.vcpus_used or
-                    e[5] != hs.cpu_allocation_ratio or
-                    e[6] != hs.ram_allocation_ratio or
-                    e[7] != hs.vcpus_total or
-                    e[8] != hs.total_usable_ram_mb):
-                e = self._store(hs, e)
-            append(e[9])
+        slots = list(map(self._slot_by_stamp.get, zip(
+            host_states, map(_UPDATED, host_states),
+            map(_FREE_RAM, host_states), map(_VCPUS_USED, host_states))))
+        if None in slots:
+            missed = itertools.compress(
+                range(len(slots)),
+                map(operator.is_, slots, itertools.repeat(None)))
+            for i in missed:
+                slots[i] = self._checked_slot(host_states[i])
         return slots
 
     # -- requests ------------------------------------------------------------

@@ -7,8 +7,10 @@ number of cells, several allocation candidates) and however the arena's
 own storage had to grow, compact or start over.
 """
 
+import datetime
 import random
 import threading
+from unittest import mock
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,6 +43,11 @@ def fresh(hosts, shapes, weights, request, room_cap):
     python = pyfit.slot_weights([p.model for p in prepared], shapes,
                                 weights, request, room_cap)[2]
     return list(c), python
+
+
+def bench_host(cells):
+    from nova_sched_ext.cmd import bench
+    return bench.host_topology(objects, cells)
 
 
 class TestSlotArena(testtools.TestCase):
@@ -82,8 +89,19 @@ class TestSlotArena(testtools.TestCase):
             # Change one host the ways Nova and people do.
             host = data.draw(st.sampled_from(hosts))
             change = data.draw(st.sampled_from(
-                ['usage', 'topology', 'candidates', 'ratio']))
-            if change == 'usage':
+                ['usage', 'topology', 'candidates', 'ratio', 'stamp',
+                 'refresh']))
+            if change == 'stamp':
+                # Nova's way: the host gets a stamp ('updated'), then
+                # every change below moves it, as Nova's do.
+                host.updated = self._next_time()
+            elif change == 'refresh':
+                # Nova's HostManager reloading an unchanged compute node:
+                # equal new objects.
+                host.numa_topology = host.numa_topology.obj_clone()
+                if host.updated is not None:
+                    host.updated = host.updated.replace()
+            elif change == 'usage':
                 host.vcpus_used = data.draw(st.integers(0, 64))
             elif change == 'topology':
                 # possibly another number of cells: another record size
@@ -94,6 +112,15 @@ class TestSlotArena(testtools.TestCase):
                     data.draw(st.integers(1, 3))
             else:
                 host.cpu_allocation_ratio = 2.0
+            if change in ('usage', 'topology', 'ratio') and \
+                    host.updated is not None:
+                host.updated = self._next_time()
+
+    _clock = [datetime.datetime(2026, 1, 1)]
+
+    def _next_time(self):
+        self._clock[0] += datetime.timedelta(seconds=1)
+        return self._clock[0]
 
     def _cloud(self, count, seed=1):
         from nova_sched_ext.cmd import bench
@@ -131,11 +158,63 @@ class TestSlotArena(testtools.TestCase):
         self.check(arena, hosts, small)
         # more hosts than max_hosts: the next request starts over
         self.check(arena, self._cloud(120, seed=2) + hosts[:10], big)
-        self.assertGreater(len(arena._entries), 200)
+        self.assertGreater(len(arena._slot_by_host), 200)
         self.check(arena, hosts, small, 1)
-        self.assertEqual(150, len(arena._entries))
+        self.assertEqual(150, len(arena._slot_by_host))
         # a request larger than max_hosts works too
         self.check(arena, self._cloud(250, seed=3), small)
+
+    def test_a_refreshed_host_with_the_same_stamp_is_not_rebuilt(self):
+        small, big = self._shapes()
+        hosts = self._cloud(6)
+        for h in hosts:
+            h.updated = datetime.datetime(2026, 1, 1, 12, 0, 0)
+        arena = slotcache.SlotArena([big, small], [16.0, 4.0])
+        self.check(arena, hosts, small)
+        with mock.patch.object(
+                adapters, 'rebuild_prepared_host',
+                side_effect=adapters.rebuild_prepared_host) as rebuild:
+            # What Nova's HostManager does before each request: new, equal
+            # topology and 'updated' objects.
+            for h in hosts:
+                h.numa_topology = h.numa_topology.obj_clone()
+                h.updated = h.updated.replace()
+            self.check(arena, hosts, small)
+            self.assertEqual(0, rebuild.call_count)
+            # A compute node saved again: a later 'updated'.
+            hosts[0].updated += datetime.timedelta(seconds=1)
+            hosts[0].numa_topology = bench_host(1)
+            self.check(arena, hosts, small)
+            self.assertEqual(1, rebuild.call_count)
+            # Saved twice within one second (MySQL keeps whole seconds):
+            # the usage tells.
+            hosts[1].vcpus_used += 4
+            hosts[1].free_ram_mb -= 8192
+            hosts[1].numa_topology = bench_host(1)
+            self.check(arena, hosts, small)
+            self.assertEqual(2, rebuild.call_count)
+            # A stamp that moved with nothing else changed: rebuilt, and
+            # the old stamp is forgotten.
+            hosts[2].updated += datetime.timedelta(seconds=1)
+            self.check(arena, hosts, big)
+            self.assertEqual(3, rebuild.call_count)
+            self.assertEqual(len(hosts), len(arena._slot_by_stamp))
+
+    def test_hosts_without_a_stamp_are_compared_field_by_field(self):
+        small, big = self._shapes()
+        hosts = self._cloud(3)
+        arena = slotcache.SlotArena([big, small], [16.0, 4.0])
+        self.check(arena, hosts, small)
+        with mock.patch.object(
+                adapters, 'rebuild_prepared_host',
+                side_effect=adapters.rebuild_prepared_host) as rebuild:
+            self.check(arena, hosts, small)
+            self.assertEqual(0, rebuild.call_count)
+            hosts[0].numa_topology = bench_host(1)
+            hosts[1].ram_allocation_ratio = 1.0
+            self.check(arena, hosts, small)
+            self.assertEqual(2, rebuild.call_count)
+        self.assertEqual({}, arena._slot_by_stamp)
 
     def test_threads_share_one_arena(self):
         small, big = self._shapes()
