@@ -146,6 +146,26 @@ class TestNUMASlotWeigher(WeigherTestCase):
             metadata={'numa_slot_weight_multiplier': '-1.5'})]
         self.assertEqual(-1.5, self.weigher.weight_multiplier(state))
 
+    def test_multiplier_follows_the_option_at_each_request(self):
+        hosts = [host_state('a', [8, 8]), host_state('b', [2, 2])]
+        weighed = [weights.WeighedHost(h, 0.0) for h in hosts]
+        self.conf.config(numa_slot_weight_multiplier=2.0,
+                         group='nova_sched_ext')
+        self.weigher.weigh_objects(weighed, request(SMALL))
+        self.assertEqual(2.0, self.weigher.weight_multiplier(hosts[0]))
+        self.conf.config(numa_slot_weight_multiplier=-3.0,
+                         group='nova_sched_ext')
+        # Nova's handler: weigh_objects, then the multiplier of each host.
+        result = self.handler.get_weighed_objects([self.weigher], hosts,
+                                                  request(SMALL))
+        self.assertEqual(-3.0, self.weigher.weight_multiplier(hosts[0]))
+        self.assertEqual([-3.0, 0.0], sorted(w.weight for w in result))
+        # An aggregate's value still wins.
+        hosts[1].aggregates = [objects.Aggregate(
+            id=1, name='agg', hosts=['b'],
+            metadata={'numa_slot_weight_multiplier': '5'})]
+        self.assertEqual(5.0, self.weigher.weight_multiplier(hosts[1]))
+
     def test_non_numa_request_counts_host_level_slots(self):
         plain = flavor('plain', 4, 4096)
         self.loaded = [flavor('plain-big', 16, 16384)]
