@@ -9,7 +9,8 @@
 
 ``nova-sched-ext-bench filter --hosts 10000``
     One filtering pass over 1,000 and 10,000 ``HostState`` objects of a
-    nearly full cloud: ``NUMAFitFilter + NUMATopologyFilter`` against
+    nearly full cloud, refreshed before each pass as Nova's ``HostManager``
+    does: ``NUMAFitFilter + NUMATopologyFilter`` against
     ``NUMATopologyFilter`` alone, in the same run, alternating, and checks
     both keep the same hosts.
 
@@ -17,12 +18,15 @@ The machine is shared and noisy: every figure is a median of repeats, and
 the two sides are measured alternately so that a slow moment hits both.
 ``nova-sched-ext-bench weigher --hosts 10000 --flavors 8``
     The time NUMASlotWeigher adds to one request over 1,000 and 10,000
-    ``HostState`` objects with 8 reference flavors, warm (one host changed
-    since the previous request, four request shapes in turn): its
-    ``weigh_objects``, and what it adds to Nova's ``HostWeightHandler``
-    (normalisation and per-host multipliers included), each beside Nova's
-    ``RAMWeigher`` measured the same way.  The first, cache-filling call
-    is reported apart.  Figures are CPU time (the machine may be shared).
+    ``HostState`` objects with 8 reference flavors, as in a running
+    scheduler (before each request Nova refreshed every host from its
+    compute node and one host was consumed; four request shapes in turn):
+    its ``weigh_objects``, what Nova's ``HostWeightHandler`` charges any
+    weigher (one that costs nothing), and what NUMASlotWeigher and Nova's
+    ``RAMWeigher`` add over that. The first, cache-filling call is reported
+    apart, and the verdict on the target (at most 2 ms at 10,000 hosts with
+    8 reference flavors) is printed. Figures are CPU time (the machine may
+    be shared).
 
 ``--json`` prints the figures as JSON.
 """
@@ -224,6 +228,7 @@ def bench_filter(args):
     objects = _nova()
     from nova.scheduler.filters import numa_topology_filter
     from nova_sched_ext.filters import numa_fit
+    from oslo_utils import timeutils
     rng = random.Random(7)
     nova_filter = numa_topology_filter.NUMATopologyFilter()
     our_filter = numa_fit.NUMAFitFilter()
@@ -236,9 +241,17 @@ def bench_filter(args):
     rows = []
     for size in sizes:
         hosts = _cloud(objects, size, rng)
+        for h in hosts:
+            h.updated = timeutils.utcnow()
+        topologies = [(h.numa_topology, h.numa_topology.obj_clone())
+                      for h in hosts]
 
         def reset():
-            # NUMATopologyFilter prunes allocation candidates in place.
+            # As before every request in a running scheduler: Nova
+            # refreshed every host from its compute node (new, equal
+            # objects). NUMATopologyFilter prunes allocation candidates in
+            # place.
+            _nova_refresh(hosts, topologies)
             for h in hosts:
                 h.allocation_candidates = [{'mappings': {}}]
 
@@ -322,6 +335,46 @@ def _cpu_time(fn):
     return time.process_time() - started
 
 
+class _FreeWeigher(object):
+    """A weigher that costs nothing: Nova's floor for any weigher.
+
+    It returns a list of distinct weights made in advance, so that Nova's
+    handler normalises and multiplies them as it does real ones; its
+    multiplier is the base class's constant.
+    """
+
+    minval = maxval = None
+
+    def __init__(self, count):
+        self._weights = [float(i % 97) for i in range(count)]
+
+    def weigh_objects(self, weighed_obj_list, weight_properties):
+        return self._weights[:len(weighed_obj_list)]
+
+    def weight_multiplier(self, host_state):
+        return 1.0
+
+
+#: NUMASlotWeigher's cost target: added to one request at 10,000 hosts with
+#: 8 reference flavors, over what Nova's handler charges any weigher.
+WEIGHER_TARGET_MS = 2.0
+
+
+def _nova_refresh(hosts, topologies):
+    """What Nova's HostManager does to every host before each request.
+
+    It reloads each compute node and, unless the host was consumed since,
+    sets a new ``updated`` object (the compute node's ``updated_at``) and
+    new NUMA topology and PCI stats objects, equal to the previous ones
+    when nothing changed. ``topologies`` holds two equal copies per host.
+    """
+    for i, host in enumerate(hosts):
+        host.updated = host.updated.replace()
+        pair = topologies[i]
+        host.numa_topology = pair[0] if host.numa_topology is pair[1] \
+            else pair[1]
+
+
 def bench_weigher(args):
     """What NUMASlotWeigher adds to one request, next to RAMWeigher."""
     objects = _nova()
@@ -349,73 +402,88 @@ def bench_weigher(args):
     rows = []
     for size in sorted({1000, args.hosts}):
         hosts = _cloud(objects, size, rng)
+        free = _FreeWeigher(size)
         for h in hosts:
             h.vcpus_total, h.vcpus_used = 64, rng.randint(8, 56)
             h.total_usable_ram_mb, h.free_ram_mb = 131072, 65536
             h.allocation_candidates = [{'mappings': {}}]
             h.updated = timeutils.utcnow()
+        topologies = [(h.numa_topology, h.numa_topology.obj_clone())
+                      for h in hosts]
         weighed = [weights.WeighedHost(h, 0.0) for h in hosts]
         turn = [0]
 
         def next_request():
-            # As in a running scheduler: the previous request consumed
-            # one host (Nova stamps 'updated' and replaces the usage).
+            # As in a running scheduler: Nova refreshed every host from its
+            # compute node, and the previous request consumed one host
+            # (Nova stamps 'updated' and replaces the usage).
             turn[0] += 1
+            _nova_refresh(hosts, topologies)
             host = hosts[rng.randrange(size)]
             host.vcpus_used = (host.vcpus_used + 1) % 64
+            host.free_ram_mb -= 512
             host.updated = timeutils.utcnow()
             return specs[turn[0] % len(specs)]
 
         first = _cpu_time(lambda: weigher.weigh_objects(weighed, specs[0]))
         for spec in specs:         # each shape once: the memo is warm
             weigher.weigh_objects(weighed, spec)
-        figures = {'ours': [], 'ram': [], 'handler_none': [],
-                   'handler_ours': [], 'handler_ram': []}
-        repeats = args.repeats * 4
-        for _ in range(repeats):
+        sides = (('handler_none', []), ('handler_free', [free]),
+                 ('handler_ours', [weigher]), ('handler_ram', [ram_weigher]))
+        figures = {'ours': [], 'ram': []}
+        figures.update((key, []) for key, _used in sides)
+        for _ in range(args.repeats * 4):
             # alternate, so that a slow moment hits every side
             spec = next_request()
             figures['ours'].append(_cpu_time(
                 lambda: weigher.weigh_objects(weighed, spec)))
             figures['ram'].append(_cpu_time(
                 lambda: ram_weigher.weigh_objects(weighed, spec)))
-            if size <= 1000 or _ % 4 == 0:
-                spec = next_request()
-                for key, used in (('handler_none', []),
-                                  ('handler_ours', [weigher]),
-                                  ('handler_ram', [ram_weigher])):
-                    figures[key].append(_cpu_time(
-                        lambda: handler.get_weighed_objects(used, hosts,
-                                                            spec)))
+            spec = next_request()
+            for key, used in sides:
+                figures[key].append(_cpu_time(
+                    lambda: handler.get_weighed_objects(used, hosts,
+                                                        spec)))
         ms = {k: statistics.median(v) * 1e3 for k, v in figures.items()}
         rows.append({
             'hosts': size, 'flavors': len(flavors),
             'weigh_objects_ms': ms['ours'],
             'ram_weigh_objects_ms': ms['ram'],
-            'added_in_handler_ms': ms['handler_ours'] - ms['handler_none'],
-            'ram_added_in_handler_ms': (ms['handler_ram'] -
-                                        ms['handler_none']),
+            'nova_floor_ms': ms['handler_free'] - ms['handler_none'],
+            'added_over_floor_ms': ms['handler_ours'] - ms['handler_free'],
+            'ram_added_over_floor_ms': (ms['handler_ram'] -
+                                        ms['handler_free']),
             'first_ms': first * 1e3,
         })
-        row = rows[-1]
-        row['ratio_to_ram'] = (row['added_in_handler_ms'] /
-                               row['ram_added_in_handler_ms'])
-    result = {'backend': engine.backend_name(), 'rows': rows}
+    at_target = [r for r in rows if r['hosts'] == 10000 and
+                 r['flavors'] == 8]
+    result = {'backend': engine.backend_name(), 'rows': rows,
+              'target_ms': WEIGHER_TARGET_MS,
+              'target_met': (all(r['added_over_floor_ms'] <=
+                                 WEIGHER_TARGET_MS for r in at_target)
+                             if at_target else None)}
     if args.json:
         print(json.dumps(result, indent=2))
-    else:
-        print('NUMASlotWeigher, %d reference flavors, backend %s; warm: one '
-              'host changed since the previous request, four request shapes '
-              'in turn (medians, CPU ms per request)'
-              % (args.flavors, result['backend']))
-        print('%7s %14s %12s %17s %15s %7s %12s' % (
-            'hosts', 'weigh_objects', 'RAMWeigher', 'added in handler',
-            'RAMWeigher adds', 'ratio', 'first call'))
-        for r in rows:
-            print('%7d %14.2f %12.2f %17.2f %15.2f %6.2fx %12.1f' % (
-                r['hosts'], r['weigh_objects_ms'], r['ram_weigh_objects_ms'],
-                r['added_in_handler_ms'], r['ram_added_in_handler_ms'],
-                r['ratio_to_ram'], r['first_ms']))
+        return 0
+    print('NUMASlotWeigher, %d reference flavors, backend %s. Before each '
+          'request Nova refreshed every host and one host was consumed; '
+          'four request shapes in turn. Medians of %d requests, CPU ms per '
+          'request.' % (args.flavors, result['backend'], args.repeats * 4))
+    print('%7s %14s %11s %15s %13s %15s %11s' % (
+        'hosts', 'weigh_objects', 'RAMWeigher', 'Nova per weigher',
+        'ours adds', 'RAMWeigher adds', 'first call'))
+    for r in rows:
+        print('%7d %14.2f %11.2f %15.2f %13.2f %15.2f %11.1f' % (
+            r['hosts'], r['weigh_objects_ms'], r['ram_weigh_objects_ms'],
+            r['nova_floor_ms'], r['added_over_floor_ms'],
+            r['ram_added_over_floor_ms'], r['first_ms']))
+    print('"Nova per weigher": what Nova\'s HostWeightHandler charges a '
+          'weigher that costs nothing; "adds": over that.')
+    if result['target_met'] is not None:
+        print('target: at most %.1f ms added at 10,000 hosts with 8 '
+              'reference flavors: %s' % (
+                  WEIGHER_TARGET_MS,
+                  'met' if result['target_met'] else 'NOT met'))
     return 0
 
 
