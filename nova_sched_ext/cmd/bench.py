@@ -242,7 +242,7 @@ def bench_filter(args):
     for size in sizes:
         hosts = _cloud(objects, size, rng)
         for h in hosts:
-            h.updated = timeutils.utcnow()
+            h.updated = timeutils.utcnow(with_timezone=True)
         topologies = [(h.numa_topology, h.numa_topology.obj_clone())
                       for h in hosts]
 
@@ -364,9 +364,10 @@ def _nova_refresh(hosts, topologies):
     """What Nova's HostManager does to every host before each request.
 
     It reloads each compute node and, unless the host was consumed since,
-    sets a new ``updated`` object (the compute node's ``updated_at``) and
-    new NUMA topology and PCI stats objects, equal to the previous ones
-    when nothing changed. ``topologies`` holds two equal copies per host.
+    sets a new ``updated`` object (the compute node's ``updated_at``, a
+    UTC-aware datetime like the ones ``consume_from_request`` sets) and new
+    NUMA topology and PCI stats objects, equal to the previous ones when
+    nothing changed. ``topologies`` holds two equal copies per host.
     """
     for i, host in enumerate(hosts):
         host.updated = host.updated.replace()
@@ -407,7 +408,7 @@ def bench_weigher(args):
             h.vcpus_total, h.vcpus_used = 64, rng.randint(8, 56)
             h.total_usable_ram_mb, h.free_ram_mb = 131072, 65536
             h.allocation_candidates = [{'mappings': {}}]
-            h.updated = timeutils.utcnow()
+            h.updated = timeutils.utcnow(with_timezone=True)
         topologies = [(h.numa_topology, h.numa_topology.obj_clone())
                       for h in hosts]
         weighed = [weights.WeighedHost(h, 0.0) for h in hosts]
@@ -422,7 +423,7 @@ def bench_weigher(args):
             host = hosts[rng.randrange(size)]
             host.vcpus_used = (host.vcpus_used + 1) % 64
             host.free_ram_mb -= 512
-            host.updated = timeutils.utcnow()
+            host.updated = timeutils.utcnow(with_timezone=True)
             return specs[turn[0] % len(specs)]
 
         first = _cpu_time(lambda: weigher.weigh_objects(weighed, specs[0]))
