@@ -259,7 +259,7 @@ class NUMASlotWeigher(weights.BaseHostWeigher):
     def weight_multiplier(self, host_state):
         # Nova's handler asks once per host and request: skip the aggregate
         # lookup for the (usual) host without aggregates, and the option
-        # lookup when this thread's weigh_objects read it.
+        # lookup once weigh_objects has read it.
         if not host_state.aggregates:
             multiplier = self._multiplier_read
             if multiplier is None:
