@@ -29,14 +29,14 @@ candidates. Then one C call (``nse_slot_weights_indexed``) reads the memo
 or counts the slots of the hosts it misses.
 
 How a host is known to be unchanged: by its *stamp*, ``updated``,
-``free_ram_mb`` and ``vcpus_used``. Nova's ``HostManager`` rebuilds a host's NUMA topology and
-PCI stats objects from the compute node on every request, but sets
-``updated`` to the compute node's ``updated_at``, which the database moves
-on every change of the record; ``consume_from_request`` stamps ``updated``
-too. So an equal stamp means an equal record, and the rebuilt objects need
-not be looked at. The usage fields cover two saves of a compute node within
-the same second (``updated_at`` has a resolution of one second in MySQL):
-each instance claimed or dropped changes them.
+``free_ram_mb`` and ``vcpus_used``. Nova's ``HostManager`` rebuilds a
+host's NUMA topology and PCI stats objects from the compute node on every
+request, but sets ``updated`` to the compute node's ``updated_at``, which
+the database moves on every change of the record; ``consume_from_request``
+stamps ``updated`` too. So an equal stamp means an equal record, and the
+rebuilt objects need not be looked at. The usage fields cover two saves of
+a compute node within the same second (``updated_at`` has a resolution of
+one second in MySQL): each instance claimed or dropped changes them.
 
 A host without a stamp (``updated`` is None: a compute node that never
 reported, or a host built by hand) is compared field by field with what its
