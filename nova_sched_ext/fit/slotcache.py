@@ -199,7 +199,10 @@ class SlotArena(object):
         return slot
 
     def _checked_slot(self, hs, slot):
-        """The slot of a host without a stamp, rebuilt if it changed."""
+        """The slot of a host its stamp did not vouch for, rebuilt if changed.
+
+        That is a host without a stamp, or one whose stamp moved.
+        """
         v = self._versions[slot]
         if (v[0] == hs.updated and v[1] is hs.numa_topology and
                 v[2] is hs.pci_stats and v[3] == hs.free_ram_mb and

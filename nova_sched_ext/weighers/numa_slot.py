@@ -222,17 +222,19 @@ class _ArenaHolder(object):
 
     def get(self, shapes, slot_weights):
         arena = self._arena
-        if arena is not None and arena.shapes == shapes and \
-                arena.shape_weights == tuple(float(w) for w in slot_weights):
-            return arena
-        with self._lock:
-            arena = self._arena
-            if arena is None or arena.shapes != shapes or \
-                    arena.shape_weights != tuple(float(w)
-                                                 for w in slot_weights):
-                arena = self._arena = slotcache.SlotArena(shapes,
-                                                          slot_weights)
-            return arena
+        if not self._serves(arena, shapes, slot_weights):
+            with self._lock:
+                arena = self._arena
+                if not self._serves(arena, shapes, slot_weights):
+                    arena = self._arena = slotcache.SlotArena(shapes,
+                                                              slot_weights)
+        return arena
+
+    @staticmethod
+    def _serves(arena, shapes, slot_weights):
+        # ReferenceFlavors hands out tuples of floats, as the arena keeps.
+        return (arena is not None and arena.shapes == shapes and
+                arena.shape_weights == slot_weights)
 
 
 class NUMASlotWeigher(weights.BaseHostWeigher):
