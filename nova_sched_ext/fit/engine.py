@@ -37,6 +37,17 @@ UNSUPPORTED_HOST = m.Host(cells=(), status=m.HOST_UNSUPPORTED)
 
 
 def prepare(host):
+    """The host with its packed record; HOST_UNSUPPORTED when out of bounds.
+
+    Both engines refuse a host outside the bounds of
+    :func:`~nova_sched_ext.fit.model.host_problem` (an infinite allocation
+    ratio, a billion allocation candidates, ...).  Such a host is made
+    unsupported here, once, so that it is answered UNKNOWN on its own
+    instead of making a whole request's call fail.  The adapters warn about
+    the Nova values behind it.
+    """
+    if m.host_problem(host) is not None:
+        host = UNSUPPORTED_HOST
     return PreparedHost(host, packing.pack_host(host))
 
 
@@ -116,7 +127,7 @@ def check_hosts(hosts, request, pcis=None):
         ``hosts`` of :class:`~nova_sched_ext.fit.model.HostPci` (None for a
         host whose devices are unknown: it is answered UNKNOWN)
     """
-    if len(request.cells) > m.MAX_CELLS:
+    if m.request_problem(request) is not None:
         return [m.UNKNOWN] * len(hosts)
     if request.pci is not None and pcis is None:
         return [m.UNKNOWN] * len(hosts)

@@ -50,6 +50,15 @@ MAX_THREADS = 16
 # Nova tries every k-permutation of the host cells; past this many the
 # engine answers UNKNOWN rather than spend Nova's exponential time.
 MAX_PERMUTATIONS = 200000
+# Bounds on the values a host or request may carry (cfit.h explains them):
+# both engines refuse anything outside, the same way (InvalidInput here,
+# NSE_ERR_BAD_* there), and engine.prepare() turns such a host into
+# HOST_UNSUPPORTED before either sees it.
+MAX_CANDIDATES = 1000
+MAX_ALLOCATION_RATIO = 10000
+MAX_CPUS = 1 << 20
+MAX_AMOUNT = 1 << 38
+MAX_PAGE_SIZE_KB = 1 << 24
 
 
 class Page(typing.NamedTuple):
@@ -148,3 +157,112 @@ class Shape(typing.NamedTuple):
     vcpus: int
     memory_mb: int
     numa: typing.Optional[Request] = None
+
+
+class InvalidInput(ValueError):
+    """A host or request outside the bounds both engines accept."""
+
+
+def _amount_ok(value):
+    return 0 <= value <= MAX_AMOUNT
+
+
+def _cpus_ok(value):
+    return 0 <= value <= MAX_CPUS
+
+
+def _ratio_ok(ratio):
+    # written so that NaN is out of range, as in cfit.c
+    return ratio > 0.0 and ratio <= MAX_ALLOCATION_RATIO
+
+
+def host_problem(host):
+    """Why the engines would refuse ``host`` (cfit.c's checks), or None.
+
+    The header fields are checked whatever the host's status; its cells only
+    when it is HOST_OK (the only status whose record carries them).
+    """
+    if host.status == HOST_OK and len(host.cells) > MAX_CELLS:
+        return 'more than %d NUMA cells' % MAX_CELLS
+    if not 0 <= host.candidates <= MAX_CANDIDATES:
+        return 'allocation candidates %r not in 0..%d' % (
+            host.candidates, MAX_CANDIDATES)
+    if host.cpu_allocation_ratio is not None and not (
+            _ratio_ok(host.cpu_allocation_ratio) and
+            _ratio_ok(host.ram_allocation_ratio)):
+        return 'allocation ratios %r, %r not in (0, %d]' % (
+            host.cpu_allocation_ratio, host.ram_allocation_ratio,
+            MAX_ALLOCATION_RATIO)
+    for name in ('total_vcpus', 'free_vcpus', 'total_memory_mb',
+                 'free_memory_mb'):
+        if abs(getattr(host, name)) > MAX_AMOUNT:
+            return '%s %r out of range' % (name, getattr(host, name))
+    for cell in host.cells if host.status == HOST_OK else ():
+        if not 1 <= cell.threads_per_core <= MAX_THREADS:
+            return 'cell %s: %r threads per core' % (
+                cell.id, cell.threads_per_core)
+        if not (_amount_ok(cell.memory) and _amount_ok(cell.memory_usage) and
+                cell.pci_devices >= 0):
+            return 'cell %s: memory %r, usage %r out of range' % (
+                cell.id, cell.memory, cell.memory_usage)
+        if not all(_cpus_ok(v) for v in (cell.cpus, cell.pcpus,
+                                         cell.free_pcpus, cell.cpu_usage)):
+            return 'cell %s: CPU counts out of range' % cell.id
+        if any(not 0 <= size <= MAX_THREADS or size > cell.threads_per_core
+               for size in cell.free_sibling_sizes):
+            return 'cell %s: free sibling sizes %r out of range' % (
+                cell.id, cell.free_sibling_sizes)
+        if len(cell.free_sibling_sizes) > MAX_CPUS:
+            return 'cell %s: more than %d sibling sets' % (cell.id, MAX_CPUS)
+        if len(cell.pages) > MAX_PAGE_SIZES:
+            return 'cell %s: more than %d page sizes' % (
+                cell.id, MAX_PAGE_SIZES)
+        for page in cell.pages:
+            if not (0 < page.size_kb <= MAX_PAGE_SIZE_KB and
+                    _amount_ok(page.total) and _amount_ok(page.used) and
+                    _amount_ok(page.reserved)):
+                return 'cell %s: page %r out of range' % (cell.id, page)
+    return None
+
+
+def request_problem(request):
+    """Why the engines would refuse ``request``, or None."""
+    if len(request.cells) > MAX_CELLS:
+        return 'more than %d instance cells' % MAX_CELLS
+    for cell in request.cells:
+        if not (_cpus_ok(cell.cpus) and _cpus_ok(cell.pcpus) and
+                _amount_ok(cell.memory)):
+            return 'instance cell %s: size out of range' % cell.id
+        if not (PAGESIZE_ANY <= cell.pagesize <= MAX_PAGE_SIZE_KB):
+            return 'instance cell %s: page size %r' % (cell.id,
+                                                       cell.pagesize)
+        if cell.cpu_policy not in (CPU_SHARED, CPU_DEDICATED, CPU_MIXED):
+            return 'instance cell %s: CPU policy %r' % (cell.id,
+                                                        cell.cpu_policy)
+        if cell.thread_policy not in (THREAD_PREFER, THREAD_REQUIRE,
+                                      THREAD_ISOLATE):
+            return 'instance cell %s: thread policy %r' % (
+                cell.id, cell.thread_policy)
+    if request.pci is not None and (
+            request.pci.policy not in (PCI_LEGACY, PCI_REQUIRED,
+                                       PCI_PREFERRED) or
+            request.pci.count < 0):
+        return 'PCI request %r' % (request.pci,)
+    return None
+
+
+def shape_problem(shape):
+    """Why the slot counters would refuse ``shape``, or None."""
+    if not (_amount_ok(shape.vcpus) and _amount_ok(shape.memory_mb)):
+        return 'shape %s: size out of range' % (shape,)
+    if shape.numa is not None:
+        if shape.numa.pci is not None:
+            return 'shape %s: slot counting has no PCI' % (shape,)
+        return request_problem(shape.numa)
+    return None
+
+
+def check(problem):
+    """Raise :class:`InvalidInput` for a problem string (None: no problem)."""
+    if problem is not None:
+        raise InvalidInput(problem)

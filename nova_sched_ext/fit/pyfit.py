@@ -19,6 +19,7 @@ but the differential tests demand equality, so the engine mirrors Nova.
 
 import itertools
 import math
+import sys
 
 from nova_sched_ext.fit import model as m
 
@@ -107,45 +108,48 @@ def _pack_onto_cores(cell, wanted, reserved, thread_policy):
 def _fit_cell(host, cell, req, pagesize, reserved):
     """Nova's _numa_fit_instance_cell.
 
-    Returns ``(fits, pagesize)``: Nova stores the chosen page size in the
-    instance cell as soon as the memory check passes, even if a later check
-    fails, and later attempts use it.
+    Returns ``(fits, pagesize, pinned)``.  Nova stores the chosen page size
+    in the instance cell as soon as the memory check passes, even if a later
+    check fails, and later attempts use it.  ``pinned`` says that Nova's
+    ``_pack_instance_onto_cores`` succeeded: it sets the instance cell's id
+    to the host cell's there, before the shared-CPU limits of a mixed cell
+    are checked, so the id stays changed when that check then fails.
     """
     dedicated = req.cpu_policy in (m.CPU_DEDICATED, m.CPU_MIXED)
     shared = req.cpu_policy in (m.CPU_SHARED, m.CPU_MIXED)
     if pagesize:
         chosen = _pick_page_size(cell, pagesize, req.memory * 1024)
         if not chosen:
-            return False, pagesize
+            return False, pagesize, False
         pagesize = chosen
     elif cell.pages:
         smallest = min(p.size_kb for p in cell.pages)
         if not _can_fit_pagesize(cell, smallest, req.memory * 1024,
                                  use_free=dedicated):
-            return False, pagesize
+            return False, pagesize, False
     elif dedicated:
         if cell.memory - cell.memory_usage < req.memory:
-            return False, pagesize
+            return False, pagesize, False
     elif cell.memory < req.memory:
-        return False, pagesize
+        return False, pagesize, False
 
     if dedicated and req.pcpus + reserved > cell.pcpus:
-        return False, pagesize
+        return False, pagesize, False
     if shared and req.cpus > cell.cpus:
-        return False, pagesize
+        return False, pagesize, False
     if dedicated:
         if req.pcpus + reserved > cell.free_pcpus:
-            return False, pagesize
+            return False, pagesize, False
         if not _pack_onto_cores(cell, req.pcpus, reserved,
                                 req.thread_policy):
-            return False, pagesize
+            return False, pagesize, False
     if shared and host.cpu_allocation_ratio is not None:
         if cell.cpu_usage + req.cpus > cell.cpus * host.cpu_allocation_ratio:
-            return False, pagesize
+            return False, pagesize, dedicated
         if (cell.memory_usage + req.memory >
                 cell.memory * host.ram_allocation_ratio):
-            return False, pagesize
-    return True, pagesize
+            return False, pagesize, dedicated
+    return True, pagesize, dedicated
 
 
 def _ordered_cells(host, request):
@@ -180,7 +184,13 @@ def _pci_fits(request, chosen, pci, index_of):
 
 
 def fits(host, request, pci=None):
-    """Return YES, NO or UNKNOWN for one host (see module docstring)."""
+    """Return YES, NO or UNKNOWN for one host (see module docstring).
+
+    Raises :class:`~nova_sched_ext.fit.model.InvalidInput` for a host or
+    request outside the bounds, as the C helper refuses them.
+    """
+    m.check(m.host_problem(host))
+    m.check(m.request_problem(request))
     return _search(host, request, pci)[0]
 
 
@@ -228,11 +238,15 @@ def _fit_once(host, request, pci, ordered, index_of, cell_ids, pagesizes):
                 continue
             reserved = 1 if (request.emulator_threads_isolated and
                              position == 0) else 0
-            ok, pagesizes[position] = _fit_cell(
+            ok, pagesizes[position], pinned = _fit_cell(
                 host, host_cell, request.cells[position],
                 pagesizes[position], reserved)
             if not ok:
+                # The pair is cached under the id the cell had before the
+                # try, but a pinned mixed cell leaves with its new id.
                 not_fitted.add(key)
+                if pinned:
+                    cell_ids[position] = host_cell.id
                 complete = False
                 break
             cell_ids[position] = host_cell.id
@@ -252,9 +266,11 @@ SLOTS_MAX = 2 ** 31 - 1
 
 
 def _floor_div(numerator, denominator):
-    if numerator <= 0:
+    # not (x > 0) rather than x <= 0: NaN is no room, as in cfit.c
+    if not numerator > 0:
         return 0
-    return min(int(numerator / denominator), SLOTS_MAX)
+    quotient = numerator / denominator
+    return SLOTS_MAX if quotient >= SLOTS_MAX else int(quotient)
 
 
 def _free_pages(page):
@@ -360,8 +376,15 @@ def slots(host, shape):
     Per host cell, the number of copies of the shape's (largest) instance
     cell that fit there alone; an instance of k cells needs k distinct
     cells, so the count is the largest t with sum(min(units, t)) >= k * t;
-    then capped by the host-level room placement sees.
+    then capped by the host-level room placement sees.  Raises
+    :class:`~nova_sched_ext.fit.model.InvalidInput` where cfit refuses.
     """
+    m.check(m.host_problem(host))
+    m.check(m.shape_problem(shape))
+    return _slots(host, shape)
+
+
+def _slots(host, shape):
     cap = _host_cap(host, shape)
     numa = shape.numa
     if numa is None or not numa.cells:
@@ -420,8 +443,15 @@ def _take_threads(cell, wanted, policy):
 def place(host, request):
     """The host once ``request`` (a Shape) is placed as Nova places it.
 
-    None when the request does not fit (or the engine cannot tell).
+    None when the request does not fit (or the engine cannot tell).  Raises
+    :class:`~nova_sched_ext.fit.model.InvalidInput` where cfit refuses.
     """
+    m.check(m.host_problem(host))
+    m.check(m.shape_problem(request))
+    return _place(host, request)
+
+
+def _place(host, request):
     after = host._replace(free_vcpus=host.free_vcpus - request.vcpus,
                           free_memory_mb=host.free_memory_mb -
                           request.memory_mb)
@@ -493,19 +523,29 @@ def slot_weights(hosts, shapes, shape_weights, request, room_cap=None):
     request's own shape, at most ``room_cap`` when it is > 0) and its
     normal weight.
     """
+    for shape in list(shapes) + ([request] if request is not None else []):
+        m.check(m.shape_problem(shape))
+    for weight in shape_weights:
+        # finite and not negative, written so that NaN fails (cfit.c)
+        if not 0.0 <= weight <= sys.float_info.max:
+            raise m.InvalidInput('slot weight %r' % (weight,))
+    if room_cap is not None and room_cap > SLOTS_MAX:
+        raise m.InvalidInput('room cap %r' % (room_cap,))
+    for host in hosts:
+        m.check(m.host_problem(host))
     positive = [w for w in shape_weights if w > 0]
     tie = min(positive + [1.0]) / 2
     before, after, weights = [], [], []
     for host in hosts:
-        placed = place(host, request) if request is not None else None
+        placed = _place(host, request) if request is not None else None
         loss = 0.0
         for shape, weight in zip(shapes, shape_weights):
-            b = slots(host, shape)
+            b = _slots(host, shape)
             before.append(b)
             if request is None:
                 continue
             if placed is not None:
-                a = slots(placed, shape)
+                a = _slots(placed, shape)
                 after.append(a)
                 if b > a:
                     loss += weight * (b - a)
@@ -518,7 +558,7 @@ def slot_weights(hosts, shapes, shape_weights, request, room_cap=None):
             continue
         weight = -loss - tie * free_share(placed)
         if room_cap is not None:
-            room = slots(host, request)
+            room = _slots(host, request)
             if room_cap > 0:
                 room = min(room, room_cap)
             weight = room_weight(room, weight)

@@ -9,6 +9,7 @@
  * is read, every count against the NSE_MAX_* limits; all working memory is
  * on the stack with fixed sizes; nothing is allocated.
  */
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -187,11 +188,14 @@ static int pack_onto_cores(const struct nse_host_cell *cell, int64_t wanted,
     return pin != PIN_NONE && reserved_ok(reserved, pin, total_free - wanted);
 }
 
-/* Nova's _numa_fit_instance_cell; may update *pagesize like Nova does. */
+/* Nova's _numa_fit_instance_cell; may update *pagesize like Nova does.
+ * *pinned is set when Nova's _pack_instance_onto_cores succeeded: Nova
+ * gives the instance cell the host cell's id there, and a mixed cell keeps
+ * that id when its shared-CPU limits fail afterwards. */
 static int fit_cell(const struct nse_host *host,
                     const struct nse_host_cell *cell,
                     const struct nse_request_cell *req, int64_t *pagesize,
-                    int reserved)
+                    int reserved, int *pinned)
 {
     int dedicated = req->cpu_policy == CPU_DEDICATED ||
                     req->cpu_policy == CPU_MIXED;
@@ -199,6 +203,7 @@ static int fit_cell(const struct nse_host *host,
                  req->cpu_policy == CPU_MIXED;
     int64_t memory_kb = req->memory * 1024;
 
+    *pinned = 0;
     if (*pagesize) {
         int64_t chosen = pick_page_size(cell, *pagesize, memory_kb);
         if (!chosen)
@@ -228,6 +233,7 @@ static int fit_cell(const struct nse_host *host,
             return 0;
         if (!pack_onto_cores(cell, req->pcpus, reserved, req->thread_policy))
             return 0;
+        *pinned = 1;
     }
     if (shared && host->has_limits) {
         if ((double)((int64_t)cell->cpu_usage + req->cpus) >
@@ -319,7 +325,7 @@ static int try_permutation(struct search *s)
     for (pos = 0; pos < req->n_cells; pos++) {
         const struct nse_host_cell *cell = &s->cells[s->perm[pos]];
         int state = cache_get(&s->cache, cell->id, s->inst_id[pos]);
-        int reserved;
+        int reserved, pinned;
 
         if (state == CACHE_NOT_FIT)
             return 0;
@@ -329,8 +335,12 @@ static int try_permutation(struct search *s)
         }
         reserved = (req->emulator_threads_isolated && pos == 0) ? 1 : 0;
         if (!fit_cell(s->host, cell, &req->cells[pos], &s->pagesize[pos],
-                      reserved)) {
+                      reserved, &pinned)) {
+            /* cached under the old id; a pinned mixed cell leaves with the
+             * new one (pyfit._fit_once) */
             cache_put(&s->cache, cell->id, s->inst_id[pos], CACHE_NOT_FIT);
+            if (pinned)
+                s->inst_id[pos] = cell->id;
             return 0;
         }
         cache_put(&s->cache, cell->id, s->inst_id[pos], CACHE_FIT);
@@ -374,6 +384,28 @@ static int64_t permutations(int n, int k)
     return total;
 }
 
+/* 0 < ratio <= max; written so that NaN is out of range */
+static int ratio_ok(double ratio)
+{
+    return ratio > 0.0 && ratio <= NSE_MAX_ALLOCATION_RATIO;
+}
+
+/* a slot weight: finite and not negative (NaN is neither) */
+static int weight_ok(double weight)
+{
+    return weight >= 0.0 && weight <= DBL_MAX;
+}
+
+static int amount_ok(int64_t v)
+{
+    return v >= 0 && v <= NSE_MAX_AMOUNT;
+}
+
+static int cpus_ok(int32_t v)
+{
+    return v >= 0 && v <= NSE_MAX_CPUS;
+}
+
 static int check_request(const struct nse_request *req)
 {
     int i;
@@ -381,7 +413,9 @@ static int check_request(const struct nse_request *req)
         return 0;
     for (i = 0; i < req->n_cells; i++) {
         const struct nse_request_cell *c = &req->cells[i];
-        if (c->cpus < 0 || c->pcpus < 0 || c->memory < 0)
+        if (!cpus_ok(c->cpus) || !cpus_ok(c->pcpus) || !amount_ok(c->memory))
+            return 0;
+        if (c->pagesize > NSE_MAX_PAGE_SIZE_KB)
             return 0;
         if (c->cpu_policy < CPU_SHARED || c->cpu_policy > CPU_MIXED)
             return 0;
@@ -392,24 +426,62 @@ static int check_request(const struct nse_request *req)
             return 0;
     }
     if (req->has_pci && (req->pci_policy < PCI_LEGACY ||
-                         req->pci_policy > PCI_PREFERRED))
+                         req->pci_policy > PCI_PREFERRED ||
+                         req->pci_count < 0))
         return 0;
     return 1;
 }
 
 static int check_cell(const struct nse_host_cell *c)
 {
+    int64_t sets;
     int t;
     if (c->n_pages < 0 || c->n_pages > NSE_MAX_PAGE_SIZES)
         return 0;
     if (c->threads_per_core < 1 || c->threads_per_core > NSE_MAX_THREADS)
         return 0;
-    for (t = 0; t <= NSE_MAX_THREADS; t++)
-        if (c->free_sibling_hist[t] < 0)
+    if (!amount_ok(c->memory) || !amount_ok(c->memory_usage) ||
+            c->pci_devices < 0)
+        return 0;
+    if (!cpus_ok(c->cpus) || !cpus_ok(c->pcpus) || !cpus_ok(c->free_pcpus) ||
+            !cpus_ok(c->cpu_usage))
+        return 0;
+    sets = 0;
+    for (t = 0; t <= NSE_MAX_THREADS; t++) {
+        /* no set has more free threads than a core has threads */
+        if (c->free_sibling_hist[t] < 0 ||
+                (t > c->threads_per_core && c->free_sibling_hist[t] != 0))
             return 0;
+        sets += c->free_sibling_hist[t];
+    }
+    if (sets > NSE_MAX_CPUS)
+        return 0;
     for (t = 0; t < c->n_pages; t++)
-        if (c->page_size_kb[t] <= 0)
+        if (c->page_size_kb[t] <= 0 ||
+                c->page_size_kb[t] > NSE_MAX_PAGE_SIZE_KB ||
+                !amount_ok(c->page_total[t]) || !amount_ok(c->page_used[t]) ||
+                !amount_ok(c->page_reserved[t]))
             return 0;
+    return 1;
+}
+
+static int check_host_head(const struct nse_host *host)
+{
+    if (host->n_cells < 0 || host->n_cells > NSE_MAX_CELLS ||
+            host->candidates < 0 || host->candidates > NSE_MAX_CANDIDATES)
+        return 0;
+    if (host->has_limits && (!ratio_ok(host->cpu_allocation_ratio) ||
+                             !ratio_ok(host->ram_allocation_ratio)))
+        return 0;
+    if (host->total_vcpus < -NSE_MAX_AMOUNT ||
+            host->total_vcpus > NSE_MAX_AMOUNT ||
+            host->free_vcpus < -NSE_MAX_AMOUNT ||
+            host->free_vcpus > NSE_MAX_AMOUNT ||
+            host->total_memory_mb < -NSE_MAX_AMOUNT ||
+            host->total_memory_mb > NSE_MAX_AMOUNT ||
+            host->free_memory_mb < -NSE_MAX_AMOUNT ||
+            host->free_memory_mb > NSE_MAX_AMOUNT)
+        return 0;
     return 1;
 }
 
@@ -465,8 +537,7 @@ static int next_host(const unsigned char *hosts, size_t hosts_len,
         return NSE_ERR_TRUNCATED;
     memcpy(host, hosts + *offset, sizeof(*host));
     *offset += sizeof(*host);
-    if (host->n_cells < 0 || host->n_cells > NSE_MAX_CELLS ||
-            host->candidates < 0)
+    if (!check_host_head(host))
         return NSE_ERR_BAD_HOST;
     cells_size = (size_t)host->n_cells * sizeof(struct nse_host_cell);
     if (hosts_len - *offset < cells_size)
@@ -536,7 +607,8 @@ static int64_t min64(int64_t a, int64_t b)
 static int64_t floor_div(double numerator, int64_t denominator)
 {
     double q;
-    if (numerator <= 0)
+    /* !(x > 0) rather than x <= 0: NaN is no room, never a cast of NaN */
+    if (!(numerator > 0))
         return 0;
     q = numerator / (double)denominator;
     return q >= (double)SLOTS_MAX ? SLOTS_MAX : (int64_t)q;
@@ -856,12 +928,21 @@ static int check_shapes(const struct nse_shape *shapes, int32_t n)
 {
     int32_t i;
     for (i = 0; i < n; i++) {
-        if (!check_request(&shapes[i].numa) || shapes[i].vcpus < 0 ||
-                shapes[i].memory_mb < 0)
+        if (!check_request(&shapes[i].numa) || !amount_ok(shapes[i].vcpus) ||
+                !amount_ok(shapes[i].memory_mb))
             return 0;
         if (shapes[i].numa.has_pci)
             return 0;
     }
+    return 1;
+}
+
+static int check_weights(const double *weights, int32_t n)
+{
+    int32_t i;
+    for (i = 0; i < n; i++)
+        if (!weight_ok(weights[i]))
+            return 0;
     return 1;
 }
 
@@ -894,7 +975,8 @@ int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
     /* A tie-break step below the smallest positive weighted loss. */
     double smallest = 1.0, tie;
 
-    if (n_shapes < 0 || !check_shapes(shapes, n_shapes))
+    if (n_shapes < 0 || !check_shapes(shapes, n_shapes) ||
+            !check_weights(shape_weights, n_shapes))
         return NSE_ERR_BAD_REQUEST;
     if (request && !check_shapes(request, 1))
         return NSE_ERR_BAD_REQUEST;
@@ -998,7 +1080,9 @@ int nse_slot_weights_indexed(const unsigned char *arena, size_t arena_len,
     double smallest = 1.0, tie;
 
     if (n_shapes < 0 || n_slots < 0 || n_hosts < 0 || !request ||
-            !check_shapes(shapes, n_shapes) || !check_shapes(request, 1))
+            !check_shapes(shapes, n_shapes) || !check_shapes(request, 1) ||
+            !check_weights(shape_weights, n_shapes) ||
+            room_cap > SLOTS_MAX)
         return NSE_ERR_BAD_REQUEST;
     if (memo && (memo_rows < n_slots || memo_cols <= 0 || memo_col < 0 ||
                  memo_col >= memo_cols))
@@ -1033,7 +1117,7 @@ int nse_slot_weights_indexed(const unsigned char *arena, size_t arena_len,
         rc = next_host(arena, arena_len, &offset, &host, &cells);
         if (rc)
             return rc;
-        if (candidates && cand < 0)
+        if (candidates && (cand < 0 || cand > NSE_MAX_CANDIDATES))
             return NSE_ERR_BAD_HOST;
         if (cand >= 0)
             host.candidates = cand;

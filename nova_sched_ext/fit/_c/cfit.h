@@ -11,6 +11,16 @@
 #define NSE_MAX_THREADS 16
 #define NSE_HIST_LEN 17
 #define NSE_MAX_PERMUTATIONS 200000
+/* Bounds on values from the caller, so that no product or loop of the
+ * helper can overflow or run away: Nova's retries per allocation candidate,
+ * allocation ratios, CPU counts (a cell's or a request's), memory in MiB and
+ * page counts, page sizes in KiB.  2**38 MiB and pages of 2**24 KiB keep
+ * every product within int64; larger inputs are refused (NSE_ERR_BAD_*). */
+#define NSE_MAX_CANDIDATES 1000
+#define NSE_MAX_ALLOCATION_RATIO 10000
+#define NSE_MAX_CPUS 1048576
+#define NSE_MAX_AMOUNT 274877906944
+#define NSE_MAX_PAGE_SIZE_KB 16777216
 
 #define NSE_NO 0
 #define NSE_YES 1

@@ -9,10 +9,13 @@ cells, no free sibling set, exact page counts) far more often than big ones.
 
 import uuid
 
+from hypothesis import reject
 from hypothesis import strategies as st
+from nova import exception
 from nova import objects
 from nova.objects import fields
 from nova.pci import stats as pci_stats
+from nova.virt import hardware
 
 objects.register_all()
 
@@ -30,9 +33,13 @@ def _part(draw, total, roomy=False):
 
 
 @st.composite
-def host_cells(draw, cell_id, first_cpu, roomy=False):
-    threads = draw(st.sampled_from([1, 1, 2, 2, 4]))
-    cores = draw(st.integers(1, 6))
+def host_cells(draw, cell_id, first_cpu, roomy=False, small=False):
+    if small:
+        threads = draw(st.sampled_from([1, 1, 2]))
+        cores = draw(st.integers(1, 3))
+    else:
+        threads = draw(st.sampled_from([1, 1, 2, 2, 4]))
+        cores = draw(st.integers(1, 6))
     cpus = list(range(first_cpu, first_cpu + threads * cores))
     siblings = [set(cpus[i:i + threads])
                 for i in range(0, len(cpus), threads)]
@@ -68,9 +75,16 @@ def host_cells(draw, cell_id, first_cpu, roomy=False):
                     size_kb=size, total=total, used=used, reserved=reserved))
         if draw(st.booleans()):
             mempages.reverse()
+    # Shared CPUs already over the limit of small ratios: a mixed cell can
+    # then pin its dedicated CPUs and fail only on its shared ones, the one
+    # place where Nova keeps a changed instance cell id after a failure.
+    if draw(st.integers(0, 2 if small else 5)) == 0:
+        cpu_usage = len(cpuset) + draw(st.integers(1, 4))
+    else:
+        cpu_usage = _part(draw, 2 * len(cpuset), roomy)
     return objects.NUMACell(
         id=cell_id, cpuset=cpuset, pcpuset=pcpuset, memory=memory,
-        cpu_usage=_part(draw, 2 * len(cpuset), roomy),
+        cpu_usage=cpu_usage,
         memory_usage=memory_usage, pinned_cpus=pinned, siblings=siblings,
         socket=0,
         mempages=mempages,
@@ -79,8 +93,14 @@ def host_cells(draw, cell_id, first_cpu, roomy=False):
 
 
 @st.composite
-def host_topologies(draw, max_cells=4):
-    n = draw(st.integers(1, max_cells))
+def host_topologies(draw, max_cells=4, min_cells=1, small=False):
+    """A host of ``min_cells..max_cells`` cells.
+
+    ``small`` cells (1-3 cores) are nearly full with little to pin: tight
+    hosts where only few permutations fit, so that a stale entry of Nova's
+    pair cache decides the answer.
+    """
+    n = draw(st.integers(min_cells, max_cells))
     cells, first = [], 0
     ids = list(range(n))
     if draw(st.integers(0, 4)) == 0:
@@ -88,7 +108,7 @@ def host_topologies(draw, max_cells=4):
     # Roomy hosts (little usage) make "fits" as common as "does not fit".
     roomy = draw(st.booleans())
     for i in range(n):
-        cell = draw(host_cells(ids[i], first, roomy))
+        cell = draw(host_cells(ids[i], first, roomy, small))
         first += 64
         cells.append(cell)
     return objects.NUMATopology(cells=cells)
@@ -138,6 +158,75 @@ def instance_topologies(draw, max_cells=4):
     if emulator and policy == fields.CPUAllocationPolicy.DEDICATED:
         kwargs['emulator_threads_policy'] = emulator
     return objects.InstanceNUMATopology(cells=cells, **kwargs)
+
+
+@st.composite
+def flavor_topologies(draw, max_cells=4, min_cells=1, policies=None):
+    """``(extra_specs, InstanceNUMATopology)`` the way nova-api builds them.
+
+    The topology comes from ``hardware.numa_get_constraints`` on a flavor
+    with ``hw:`` extra specs, so it has the shapes real requests have and
+    :func:`instance_topologies` does not draw: ``hw:cpu_dedicated_mask``
+    puts the dedicated CPUs of a mixed flavor in some cells only (the others
+    are mixed cells without one), asymmetric ``hw:numa_cpus.N`` /
+    ``hw:numa_mem.N``, emulator threads on a mixed flavor.  Flavors Nova
+    refuses are drawn again.
+    """
+    nodes = draw(st.integers(min_cells, max_cells))
+    policy = draw(st.sampled_from(policies or [
+        None, 'shared', 'dedicated', 'mixed', 'mixed', 'mixed']))
+    per_node_cpus = draw(st.lists(st.integers(1, 4), min_size=nodes,
+                                  max_size=nodes))
+    per_node_mem = draw(st.lists(st.sampled_from([128, 256, 512, 1024,
+                                                  1536, 2048]),
+                                 min_size=nodes, max_size=nodes))
+    specs = {'hw:numa_nodes': str(nodes)}
+    if nodes > 1 and draw(st.booleans()):
+        first = 0
+        for node, (cpus, mem) in enumerate(zip(per_node_cpus,
+                                               per_node_mem)):
+            specs['hw:numa_cpus.%d' % node] = ','.join(
+                str(c) for c in range(first, first + cpus))
+            specs['hw:numa_mem.%d' % node] = str(mem)
+            first += cpus
+        vcpus, memory = first, sum(per_node_mem)
+    else:
+        vcpus = nodes * per_node_cpus[0]
+        memory = nodes * per_node_mem[0]
+    if policy:
+        specs['hw:cpu_policy'] = policy
+    if policy == 'mixed':
+        if vcpus < 2:
+            reject()
+        mask = draw(st.sets(st.integers(0, vcpus - 1), min_size=1,
+                            max_size=vcpus - 1))
+        if draw(st.booleans()):
+            specs['hw:cpu_dedicated_mask'] = ','.join(map(str, sorted(mask)))
+        else:
+            shared = sorted(set(range(vcpus)) - mask)
+            specs['hw:cpu_dedicated_mask'] = ','.join(
+                '^%d' % c for c in shared)
+    if policy in ('dedicated', 'mixed'):
+        thread = draw(st.sampled_from([None, 'prefer', 'require',
+                                       'isolate']))
+        if thread:
+            specs['hw:cpu_thread_policy'] = thread
+        emulator = draw(st.sampled_from([None, 'share', 'isolate']))
+        if emulator:
+            specs['hw:emulator_threads_policy'] = emulator
+    pagesize = draw(st.sampled_from([None, None, 'small', 'large', 'any',
+                                     '4', '2MB']))
+    if pagesize:
+        specs['hw:mem_page_size'] = pagesize
+    flavor = objects.Flavor(vcpus=vcpus, memory_mb=memory, extra_specs=specs)
+    try:
+        topology = hardware.numa_get_constraints(
+            flavor, objects.ImageMeta.from_dict({'properties': {}}))
+    except exception.Invalid:
+        reject()
+    if topology is None:
+        reject()
+    return specs, topology
 
 
 PRODUCTS = ['1111', '2222']

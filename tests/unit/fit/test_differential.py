@@ -18,10 +18,15 @@ from hypothesis import HealthCheck
 from hypothesis import settings
 from hypothesis import strategies as st
 from nova import objects
+from nova.scheduler import filters as nova_filters
+from nova.scheduler.filters import numa_topology_filter
+from nova.tests.unit.scheduler import fakes
 from nova.virt import hardware
 from oslo_config import cfg
+from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
+from nova_sched_ext.filters import numa_fit
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model as m
@@ -40,6 +45,9 @@ SETTINGS = settings(
 RATIOS = st.one_of(st.none(), st.tuples(
     st.sampled_from([1.0, 1.5, 2.0, 4.0, 16.0]),
     st.sampled_from([1.0, 1.5, 2.0])))
+# Small ratios, so that shared CPUs are often over the limit.
+TIGHT_RATIOS = st.tuples(st.sampled_from([1.0, 1.0, 1.5, 2.0]),
+                         st.sampled_from([1.0, 1.5]))
 
 
 def nova_fits(host_topology, instance_topology, ratios, pci_stats,
@@ -93,15 +101,26 @@ class TestDifferential(testtools.TestCase):
                         'packing_host_numa_cells_allocation_strategy',
                         group='compute')
 
-    def _check(self, data, max_host_cells, max_instance_cells):
-        host = data.draw(strategies.host_topologies(max_host_cells))
+    def _check(self, data, max_host_cells, max_instance_cells,
+               from_flavor=False, tight_mixed=False):
+        if tight_mixed:
+            host = data.draw(strategies.host_topologies(
+                max_host_cells, min_cells=3, small=True))
+        else:
+            host = data.draw(strategies.host_topologies(max_host_cells))
         # Mostly no more instance cells than host cells: Nova's answer to
         # more is a trivial "no".
         extra = 1 if data.draw(st.integers(0, 9)) == 0 else 0
-        instance = data.draw(strategies.instance_topologies(
-            min(len(host.cells) + extra, max_instance_cells)))
+        cells = min(len(host.cells) + extra, max_instance_cells)
+        if tight_mixed:
+            _specs, instance = data.draw(strategies.flavor_topologies(
+                cells, min_cells=2, policies=['mixed']))
+        elif from_flavor:
+            _specs, instance = data.draw(strategies.flavor_topologies(cells))
+        else:
+            instance = data.draw(strategies.instance_topologies(cells))
         stats, requests = data.draw(strategies.pci_setups(host))
-        ratios = data.draw(RATIOS)
+        ratios = data.draw(TIGHT_RATIOS if tight_mixed else RATIOS)
         candidates = data.draw(st.sampled_from([1, 1, 1, 2, 0]))
         CONF.set_override('packing_host_numa_cells_allocation_strategy',
                           data.draw(st.booleans()), group='compute')
@@ -143,6 +162,21 @@ class TestDifferential(testtools.TestCase):
     @given(st.data())
     def test_eight_cell_hosts(self, data):
         self._check(data, 8, 3)
+
+    @SETTINGS
+    @given(st.data())
+    def test_requests_built_from_flavors(self, data):
+        # Topologies from hw: extra specs through Nova's own
+        # numa_get_constraints, as nova-api builds them.
+        self._check(data, 4, 4, from_flavor=True)
+
+    @SETTINGS
+    @given(st.data())
+    def test_mixed_flavors_on_tight_hosts(self, data):
+        # Mixed cells that pin and then fail on their shared CPUs keep the
+        # host cell's id in Nova (issue 11); only tight hosts of 3+ cells
+        # make that change the answer, a few times in 1,000 examples.
+        self._check(data, 4, 3, tight_mixed=True)
 
 
 class TestPyfitDirect(testtools.TestCase):
@@ -189,3 +223,68 @@ class TestPyfitDirect(testtools.TestCase):
             self._request(pcpus=1).cells[0]._replace(id=i)
             for i in range(8)))
         self.assertEqual(m.UNKNOWN, engine.fits(host, request))
+
+
+class TestMixedPolicyRegression(testtools.TestCase):
+    """Issue 11's minimal case: a mixed flavor on a three-cell host.
+
+    Instance cell 1 pins on host cell 0 and fails there on its shared CPUs;
+    Nova leaves it with id 0, so a later permutation finds the pair (1, 0)
+    in its fit cache and fits the request on host cells 2 and 1.  Both
+    engines used to keep the old id and answer "no", and NUMAFitFilter
+    removed a host that NUMATopologyFilter keeps.
+    """
+
+    def _host_topology(self):
+        def cell(cell_id, cpuset, pcpuset, cpu_usage):
+            return objects.NUMACell(
+                id=cell_id, cpuset=cpuset, pcpuset=pcpuset, memory=8192,
+                cpu_usage=cpu_usage, memory_usage=0, pinned_cpus=set(),
+                siblings=[{c} for c in sorted(cpuset | pcpuset)], socket=0,
+                mempages=[], network_metadata=objects.NetworkMetadata(
+                    physnets=set(), tunneled=False))
+        return objects.NUMATopology(cells=[
+            cell(0, {0, 1, 2}, {0, 1, 2}, 4),
+            cell(1, {3, 4, 5}, {6}, 0),
+            cell(2, {7}, {8}, 0)])
+
+    def _flavor(self):
+        return objects.Flavor(vcpus=4, memory_mb=1536, extra_specs={
+            'hw:cpu_policy': 'mixed', 'hw:cpu_dedicated_mask': '1',
+            'hw:numa_nodes': '2', 'hw:numa_cpus.0': '0,1',
+            'hw:numa_cpus.1': '2,3', 'hw:numa_mem.0': '512',
+            'hw:numa_mem.1': '1024'})
+
+    def _instance_topology(self):
+        return hardware.numa_get_constraints(
+            self._flavor(), objects.ImageMeta.from_dict({'properties': {}}))
+
+    def test_both_engines_agree_with_nova(self):
+        host, instance = self._host_topology(), self._instance_topology()
+        self.assertTrue(nova_fits(host, instance, (1.0, 1.0), None, None, 1))
+        python, c = engine_answers(host, instance, (1.0, 1.0), None, None, 1)
+        self.assertEqual(m.YES, python)
+        self.assertEqual(m.YES, c)
+
+    def test_numa_fit_filter_keeps_what_nova_keeps(self):
+        def host_states():
+            return [fakes.FakeHostState('h1', 'h1', {
+                'numa_topology': self._host_topology(), 'pci_stats': None,
+                'cpu_allocation_ratio': 1.0, 'ram_allocation_ratio': 1.0,
+                'allocation_candidates': [{'mappings': {}}]})]
+
+        def request():
+            return objects.RequestSpec(
+                numa_topology=self._instance_topology(), pci_requests=None,
+                instance_uuid=uuids.fake, flavor=self._flavor(),
+                image=objects.ImageMeta(properties=objects.ImageMetaProps()))
+
+        handler = nova_filters.HostFilterHandler()
+        nova_only = [numa_topology_filter.NUMATopologyFilter()]
+        both = [numa_fit.NUMAFitFilter()] + nova_only
+        kept_by_nova = list(handler.get_filtered_objects(
+            nova_only, host_states(), request()))
+        kept_by_both = list(handler.get_filtered_objects(
+            both, host_states(), request()))
+        self.assertEqual(['h1'], [h.host for h in kept_by_nova])
+        self.assertEqual(['h1'], [h.host for h in kept_by_both])

@@ -1,0 +1,172 @@
+"""Both engines refuse the same out-of-bounds inputs, the same way.
+
+The C helper answers NSE_ERR_BAD_HOST / NSE_ERR_BAD_REQUEST and the twin
+raises ``model.InvalidInput`` for exactly the inputs ``model.host_problem``
+and ``model.request_problem`` name; ``engine.prepare`` turns such a host into
+an unsupported one, so that the scheduler sees UNKNOWN for that host alone.
+Before issue 11 the C slot counter cast NaN to an integer (undefined
+behaviour) where the twin raised, and a caller's candidate count of 805
+million made one call run for a minute.
+"""
+
+import math
+
+from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import model as m
+from nova_sched_ext.fit import packing
+from nova_sched_ext.fit import pyfit
+import testtools
+
+
+def cell(**changes):
+    fields = dict(id=0, cpus=4, pcpus=4, free_pcpus=4, cpu_usage=0,
+                  memory=4096, memory_usage=0, threads_per_core=2,
+                  pcpus_are_cpus=False, free_sibling_sizes=(2, 2),
+                  pages=(m.Page(4, 1048576, 0, 0),), pci_devices=0)
+    fields.update(changes)
+    return m.HostCell(**fields)
+
+
+def host(cell_changes=None, **changes):
+    fields = dict(cells=(cell(**(cell_changes or {})), cell(id=1)),
+                  cpu_allocation_ratio=1.0, ram_allocation_ratio=1.0,
+                  total_vcpus=8, free_vcpus=8, total_memory_mb=8192,
+                  free_memory_mb=8192)
+    fields.update(changes)
+    return m.Host(**fields)
+
+
+def request(**changes):
+    fields = dict(id=0, cpus=0, pcpus=2, memory=1024, pagesize=0,
+                  cpu_policy=m.CPU_DEDICATED, thread_policy=m.THREAD_PREFER)
+    fields.update(changes)
+    return m.Request(cells=(m.RequestCell(**fields),))
+
+
+SHAPE = m.Shape(vcpus=2, memory_mb=1024, numa=request())
+
+BAD_HOSTS = {
+    'NaN cpu ratio': host(cpu_allocation_ratio=math.nan),
+    'infinite ram ratio': host(ram_allocation_ratio=math.inf),
+    'absurd cpu ratio': host(cpu_allocation_ratio=1e308),
+    'negative ratio': host(cpu_allocation_ratio=-1.0),
+    'zero ratio': host(ram_allocation_ratio=0.0),
+    'huge candidates': host(candidates=805306368),
+    'negative candidates': host(candidates=-1),
+    'huge memory': host({'memory': 1 << 40}),
+    'negative memory usage': host({'memory_usage': -1}),
+    'huge cpu usage': host({'cpu_usage': 1 << 21}),
+    'huge page size': host({'pages': (m.Page(1 << 30, 1, 0, 0),)}),
+    'huge page count': host({'pages': (m.Page(4, 1 << 40, 0, 0),)}),
+    'sibling set larger than a core': host(
+        {'free_sibling_sizes': (3, 2)}),
+    'huge host vcpus': host(total_vcpus=1 << 40),
+}
+
+BAD_REQUESTS = {
+    'huge memory': request(memory=1 << 40),
+    'huge page size': request(pagesize=1 << 30),
+    'unknown page size code': request(pagesize=-4),
+    'huge cpu count': request(pcpus=1 << 21),
+    'unknown policy': request(cpu_policy=7),
+}
+
+
+class TestBothEnginesRefuse(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.cfit = engine._load_cfit()
+        if self.cfit is None:
+            self.skipTest('the C fit helper is not built')
+
+    def _c_fit(self, hosts_bytes, n_hosts, req):
+        ffi, lib = self.cfit.ffi, self.cfit.lib
+        c_req = ffi.new('struct nse_request *')
+        ffi.memmove(c_req, packing.pack_request(req),
+                    ffi.sizeof('struct nse_request'))
+        answers = ffi.new('unsigned char[]', max(n_hosts, 1))
+        return lib.nse_fit_hosts(ffi.from_buffer(hosts_bytes),
+                                 len(hosts_bytes), n_hosts, c_req, ffi.NULL,
+                                 0, answers), list(answers)[:n_hosts]
+
+    def _c_slots(self, hosts_bytes, n_hosts, shape, weight=1.0):
+        ffi, lib = self.cfit.ffi, self.cfit.lib
+        c_shape = ffi.new('struct nse_shape *')
+        ffi.memmove(c_shape, packing.pack_shape(shape),
+                    ffi.sizeof('struct nse_shape'))
+        out = max(n_hosts, 1)
+        return lib.nse_slots(
+            ffi.from_buffer(hosts_bytes), len(hosts_bytes), n_hosts,
+            c_shape, ffi.new('double[]', [weight]), 1, c_shape,
+            ffi.new('int32_t[]', out), ffi.new('int32_t[]', out),
+            ffi.new('double[]', out))
+
+    def test_a_good_host_is_accepted_by_both(self):
+        good = host(cpu_allocation_ratio=float(m.MAX_ALLOCATION_RATIO),
+                    candidates=m.MAX_CANDIDATES)
+        self.assertIsNone(m.host_problem(good))
+        rc, answers = self._c_fit(packing.pack_host(good), 1, request())
+        self.assertEqual(0, rc)
+        self.assertEqual([pyfit.fits(good, request())], answers)
+        self.assertEqual(0, self._c_slots(packing.pack_host(good), 1, SHAPE))
+        self.assertEqual(m.YES, engine.fits(good, request()))
+
+    def test_bad_hosts_are_refused_by_both(self):
+        for name, bad in BAD_HOSTS.items():
+            self.assertIsNotNone(m.host_problem(bad), name)
+            self.assertRaises(m.InvalidInput, pyfit.fits, bad, request())
+            self.assertRaises(m.InvalidInput, pyfit.slots, bad, SHAPE)
+            self.assertRaises(m.InvalidInput, pyfit.slot_weights, [bad],
+                              [SHAPE], [1.0], SHAPE)
+            record = packing.pack_host(bad)
+            rc, _answers = self._c_fit(record, 1, request())
+            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_HOST, rc, name)
+            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_HOST,
+                             self._c_slots(record, 1, SHAPE), name)
+
+    def test_a_bad_host_is_unknown_alone(self):
+        good = engine.prepare(host())
+        for name, bad in BAD_HOSTS.items():
+            prepared = engine.prepare(bad)
+            self.assertEqual(m.HOST_UNSUPPORTED, prepared.model.status, name)
+            self.assertEqual([m.YES, m.UNKNOWN, m.YES],
+                             engine.check_hosts([good, prepared, good],
+                                                request()), name)
+
+    def test_bad_requests_are_refused_by_both(self):
+        record = packing.pack_host(host())
+        for name, bad in BAD_REQUESTS.items():
+            self.assertIsNotNone(m.request_problem(bad), name)
+            self.assertRaises(m.InvalidInput, pyfit.fits, host(), bad)
+            rc, _answers = self._c_fit(record, 1, bad)
+            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_REQUEST, rc, name)
+            shape = m.Shape(vcpus=1, memory_mb=1, numa=bad)
+            self.assertRaises(m.InvalidInput, pyfit.slots, host(), shape)
+            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_REQUEST,
+                             self._c_slots(record, 1, shape), name)
+            self.assertEqual([m.UNKNOWN],
+                             engine.check_hosts([engine.prepare(host())],
+                                                bad), name)
+
+    def test_bad_slot_weights_are_refused_by_both(self):
+        record = packing.pack_host(host())
+        for weight in (math.nan, math.inf, -1.0):
+            self.assertRaises(m.InvalidInput, pyfit.slot_weights, [host()],
+                              [SHAPE], [weight], SHAPE)
+            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_REQUEST,
+                             self._c_slots(record, 1, SHAPE, weight))
+
+    def test_floor_div_of_nan_and_inf(self):
+        self.assertEqual(0, pyfit._floor_div(math.nan, 3))
+        self.assertEqual(pyfit.SLOTS_MAX, pyfit._floor_div(math.inf, 3))
+        self.assertEqual(3, pyfit._floor_div(10.5, 3))
+
+    def test_bounds_are_the_headers(self):
+        lib = self.cfit.lib
+        self.assertEqual(lib.NSE_MAX_CANDIDATES, m.MAX_CANDIDATES)
+        self.assertEqual(lib.NSE_MAX_ALLOCATION_RATIO,
+                         m.MAX_ALLOCATION_RATIO)
+        self.assertEqual(lib.NSE_MAX_CPUS, m.MAX_CPUS)
+        self.assertEqual(lib.NSE_MAX_AMOUNT, m.MAX_AMOUNT)
+        self.assertEqual(lib.NSE_MAX_PAGE_SIZE_KB, m.MAX_PAGE_SIZE_KB)
