@@ -9,16 +9,26 @@
   outside the engine's subset (the caller then leaves the decision to Nova).
 * :func:`host_pci` describes, per request, which PCI devices of a host could
   serve the request's PCI request, using Nova's own pool filters.
+
+A ``HostState`` whose numbers are not sane (an allocation ratio of inf,
+NaN, 1e308 or not above 0, a size past the engines' bounds) is the
+unsupported host, without host-level room: the engine answers UNKNOWN for
+it, so Nova's own filters decide, and one warning per host and value says
+which value is wrong (see :class:`BadHostValue`).
 """
+
+import threading
 
 from nova import objects
 from nova.objects import fields
 from oslo_config import cfg
+from oslo_log import log as logging
 
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model as m
 
 CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
 
 # Devices assumed for a host without PCI stats: Nova skips the PCI check
 # there, so the engine must never run out of them.
@@ -47,6 +57,62 @@ class Unsupported(Exception):
     """The request or host uses a feature outside the engine's subset."""
 
 
+class BadHostValue(Unsupported):
+    """A host reports a number no real compute node reports.
+
+    Such a value is a misconfiguration or a corrupt record, and building
+    the host's model from it went wrong in ways that were hard to see:
+    ``int(inf)`` raised for every request, a NaN ratio compared false
+    everywhere, a negative one read as "no host-level limit". The bounds
+    are the engines' own (``model.MAX_*``, see ``cfit.h``), so a host that
+    passes here is never refused by the C helper or the twin.
+    """
+
+
+# A cell id is an int32 in the packed record.
+_MAX_CELL_ID = (1 << 31) - 1
+
+
+def _refuse(name, value, expected):
+    shown = repr(value)
+    if len(shown) > 40:
+        # The log gets the point, not a thousand digits.
+        shown = '%s... (%d characters)' % (shown[:24], len(shown))
+    raise BadHostValue('%s %s (expected %s)' % (name, shown, expected))
+
+
+def _sane(name, value, low, high):
+    """``value`` if it is a whole number in [low, high], else BadHostValue.
+
+    NaN fails every comparison and None or a string cannot be compared,
+    so only a real, finite, whole number within bounds passes.
+    """
+    try:
+        ok = low <= value <= high and value == int(value)
+    except (TypeError, ValueError, ArithmeticError):
+        ok = False
+    if not ok:
+        _refuse(name, value, 'a whole number from %d to %d' % (low, high))
+    return value
+
+
+def _sane_ratio(name, value):
+    """An allocation ratio above 0 and at most MAX_ALLOCATION_RATIO.
+
+    Nova's options only ask for a number >= 0, but Nova's ``ComputeNode``
+    object replaces a stored 0.0 with the configured (or initial) ratio,
+    so the scheduler never gets 0 from Nova.
+    """
+    try:
+        ok = 0 < value <= m.MAX_ALLOCATION_RATIO
+    except (TypeError, ValueError, ArithmeticError):
+        ok = False
+    if not ok:
+        _refuse(name, value, 'a number above 0 and at most %d' %
+                m.MAX_ALLOCATION_RATIO)
+    return value
+
+
 def _field(obj, name, default=None):
     return getattr(obj, name) if obj.obj_attr_is_set(name) else default
 
@@ -59,6 +125,8 @@ def _host_cell(cell, pci_devices):
     threads_per_core = max(len(s) for s in siblings) or 1
     if threads_per_core > m.MAX_THREADS:
         raise Unsupported('more than %d threads per core' % m.MAX_THREADS)
+    cell_id = _sane('NUMA cell id', cell.id, 0, _MAX_CELL_ID)
+    where = 'NUMA cell %s ' % cell_id
     cpuset = _field(cell, 'cpuset', set())
     pcpuset = _field(cell, 'pcpuset', set())
     pinned = _field(cell, 'pinned_cpus', set())
@@ -68,18 +136,27 @@ def _host_cell(cell, pci_devices):
         raise Unsupported('more than %d page sizes' % m.MAX_PAGE_SIZES)
     pages = []
     for page in mempages:
-        if page.size_kb <= 0:
-            raise Unsupported('page size %r' % page.size_kb)
-        pages.append(m.Page(page.size_kb, page.total, page.used,
-                            _field(page, 'reserved', 0)))
+        pages.append(m.Page(
+            _sane(where + 'page size_kb', page.size_kb, 1,
+                  m.MAX_PAGE_SIZE_KB),
+            _sane(where + 'pages total', page.total, 0, m.MAX_AMOUNT),
+            _sane(where + 'pages used', page.used, 0, m.MAX_AMOUNT),
+            _sane(where + 'pages reserved', _field(page, 'reserved', 0),
+                  0, m.MAX_AMOUNT)))
     return m.HostCell(
-        id=cell.id, cpus=len(cpuset), pcpus=len(pcpuset),
-        free_pcpus=len(free_pcpus), cpu_usage=cell.cpu_usage or 0,
-        memory=cell.memory, memory_usage=cell.memory_usage or 0,
+        id=cell_id, cpus=len(cpuset), pcpus=len(pcpuset),
+        free_pcpus=len(free_pcpus),
+        cpu_usage=_sane(where + 'cpu_usage', cell.cpu_usage or 0, 0,
+                        m.MAX_CPUS),
+        memory=_sane(where + 'memory', cell.memory, 0, m.MAX_AMOUNT),
+        memory_usage=_sane(where + 'memory_usage', cell.memory_usage or 0,
+                           0, m.MAX_AMOUNT),
         threads_per_core=threads_per_core,
         pcpus_are_cpus=pcpuset == cpuset,
         free_sibling_sizes=tuple(len(s & free_pcpus) for s in siblings),
-        pages=tuple(pages), pci_devices=pci_devices)
+        pages=tuple(pages),
+        pci_devices=_sane(where + 'PCI devices', pci_devices, 0,
+                          m.MAX_AMOUNT))
 
 
 def _pci_devices_by_node(pools):
@@ -95,24 +172,35 @@ def host_model(numa_topology, pci_stats=None, cpu_allocation_ratio=None,
     """A :class:`~nova_sched_ext.fit.model.Host` from Nova objects.
 
     Arguments mirror ``numa_fit_instance_to_host``; ratios of None mean no
-    limits.  Never raises: a host outside the subset is HOST_UNSUPPORTED.
+    limits.  Never raises: a host outside the subset, or with values that
+    are not sane (:class:`BadHostValue`), is HOST_UNSUPPORTED.
     """
-    if not numa_topology:
-        return m.Host(cells=(), status=m.HOST_NO_TOPOLOGY)
     try:
-        cells = numa_topology.cells
-        if len(cells) > m.MAX_CELLS:
-            raise Unsupported('more than %d NUMA cells' % m.MAX_CELLS)
-        if len({c.id for c in cells}) != len(cells):
-            raise Unsupported('duplicate NUMA cell ids')
-        pci_by_node = _pci_devices_by_node(
-            pci_stats.pools if pci_stats is not None else ())
-        model_cells = tuple(_host_cell(c, pci_by_node.get(c.id, 0))
-                            for c in cells)
-        if (cpu_allocation_ratio is None) != (ram_allocation_ratio is None):
-            raise Unsupported('only one allocation ratio is known')
+        return _host_model(numa_topology, pci_stats, cpu_allocation_ratio,
+                           ram_allocation_ratio, candidates)
     except Exception:
         return engine.UNSUPPORTED_HOST
+
+
+def _host_model(numa_topology, pci_stats, cpu_allocation_ratio,
+                ram_allocation_ratio, candidates=1):
+    """:func:`host_model`, raising why a host is unsupported."""
+    if not numa_topology:
+        return m.Host(cells=(), status=m.HOST_NO_TOPOLOGY)
+    cells = numa_topology.cells
+    if len(cells) > m.MAX_CELLS:
+        raise Unsupported('more than %d NUMA cells' % m.MAX_CELLS)
+    if len({c.id for c in cells}) != len(cells):
+        raise Unsupported('duplicate NUMA cell ids')
+    pci_by_node = _pci_devices_by_node(
+        pci_stats.pools if pci_stats is not None else ())
+    model_cells = tuple(_host_cell(c, pci_by_node.get(c.id, 0))
+                        for c in cells)
+    if (cpu_allocation_ratio is None) != (ram_allocation_ratio is None):
+        raise Unsupported('only one allocation ratio is known')
+    if cpu_allocation_ratio is not None:
+        _sane_ratio('cpu_allocation_ratio', cpu_allocation_ratio)
+        _sane_ratio('ram_allocation_ratio', ram_allocation_ratio)
     return m.Host(cells=model_cells, status=m.HOST_OK,
                   cpu_allocation_ratio=cpu_allocation_ratio,
                   ram_allocation_ratio=ram_allocation_ratio,
@@ -142,18 +230,93 @@ def _version(host_state):
 
 
 def host_room(host_state):
-    """Host-level VCPU and MEMORY_MB room, as placement computes it."""
+    """Host-level VCPU and MEMORY_MB room, as placement computes it.
+
+    Empty when an allocation ratio is unknown (None).
+
+    :raises BadHostValue: a ratio, size or usage is not sane
+    """
     cpu_ratio = host_state.cpu_allocation_ratio
     ram_ratio = host_state.ram_allocation_ratio
     if cpu_ratio is None or ram_ratio is None:
         return {}
-    total_vcpus = int(host_state.vcpus_total * cpu_ratio)
-    total_memory = int(host_state.total_usable_ram_mb * ram_ratio)
-    used_memory = host_state.total_usable_ram_mb - host_state.free_ram_mb
+    _sane_ratio('cpu_allocation_ratio', cpu_ratio)
+    _sane_ratio('ram_allocation_ratio', ram_ratio)
+    vcpus_total = _sane('vcpus_total', host_state.vcpus_total, 0,
+                        m.MAX_CPUS)
+    vcpus_used = _sane('vcpus_used', host_state.vcpus_used, 0, m.MAX_CPUS)
+    ram_total = _sane('total_usable_ram_mb', host_state.total_usable_ram_mb,
+                      0, m.MAX_AMOUNT)
+    # Nova: free_ram_mb can be negative (more used than there is).
+    free_ram = _sane('free_ram_mb', host_state.free_ram_mb,
+                     -m.MAX_AMOUNT, m.MAX_AMOUNT)
+    total_vcpus = int(vcpus_total * cpu_ratio)
+    total_memory = int(ram_total * ram_ratio)
+    used_memory = int(ram_total - free_ram)
     return {'total_vcpus': total_vcpus,
-            'free_vcpus': total_vcpus - host_state.vcpus_used,
+            'free_vcpus': total_vcpus - int(vcpus_used),
             'total_memory_mb': total_memory,
             'free_memory_mb': total_memory - used_memory}
+
+
+class _WarnedHosts(object):
+    """Which hosts were warned about, and for which value.
+
+    A host with a bad value is rebuilt whenever Nova refreshes it (and
+    with a NaN ratio, which equals nothing, at every request): one warning
+    per host and value is enough.  Keyed by host and node, the dict holds
+    at most ``_max_hosts`` entries and then starts over, as the slot arena
+    does; a host that reports sane values again is forgotten, so that it
+    is warned about if it goes wrong again.  Shared by every request
+    thread: each call holds the lock.
+    """
+
+    def __init__(self, max_hosts=10000):
+        self._lock = threading.Lock()
+        self._warned = {}
+        self._max_hosts = max_hosts
+
+    def warn(self, host_state, problem):
+        key = (host_state.host, host_state.nodename)
+        problem = str(problem)
+        with self._lock:
+            if self._warned.get(key) == problem:
+                return
+            if len(self._warned) >= self._max_hosts:
+                self._warned.clear()
+            self._warned[key] = problem
+        LOG.warning("nova-sched-ext treats host %(host)s (node %(node)s) "
+                    "as unknown until it reports sane values: "
+                    "%(problem)s. NUMAFitFilter leaves the host to "
+                    "NUMATopologyFilter, and NUMASlotWeigher weighs a NUMA "
+                    "request there as on the worst host. Check the compute "
+                    "node's allocation ratios and reported resources.",
+                    {'host': host_state.host, 'node': host_state.nodename,
+                     'problem': problem})
+
+    def forget(self, host_state):
+        # Read without the lock first: almost always nobody was warned.
+        if self._warned:
+            with self._lock:
+                self._warned.pop((host_state.host, host_state.nodename),
+                                 None)
+
+
+_BAD_HOSTS = _WarnedHosts()
+
+
+def candidate_count(allocation_candidates):
+    """How many allocation candidates the engine replays for one host.
+
+    Nova runs the fit once per candidate, each run starting from what the
+    last one left in the request; both engines stop as soon as a run leaves
+    that state unchanged, which happens after a few runs.  Past
+    ``model.MAX_CANDIDATES`` (placement returns at most ``[scheduler]
+    max_placement_results`` in all) the count is capped rather than
+    refused, so that one host with very many candidates cannot make a whole
+    request's call fail.
+    """
+    return min(len(allocation_candidates), m.MAX_CANDIDATES)
 
 
 def _with_candidates(prepared, candidates):
@@ -163,24 +326,51 @@ def _with_candidates(prepared, candidates):
 
 
 def _build(host_state, topology):
+    """The prepared host.
+
+    :raises BadHostValue: a value of the host or of its cells is not sane,
+        or the model built from them is outside the engines' bounds (say
+        a sane memory size times a sane ratio), which ``engine.prepare``
+        would otherwise turn into an unknown host without a word
+    """
     room = host_room(host_state)
     if not topology:
         if not room:
             return _NO_TOPOLOGY
-        return engine.prepare(_NO_TOPOLOGY.model._replace(**room))
-    if not room:
+        host = _NO_TOPOLOGY.model._replace(**room)
+    elif not room:
         # Nova's filter would fail on a host without ratios; stay out.
-        return engine.prepare(engine.UNSUPPORTED_HOST)
-    host = host_model(topology, host_state.pci_stats,
-                      host_state.cpu_allocation_ratio,
-                      host_state.ram_allocation_ratio)
-    return engine.prepare(host._replace(**room))
+        return _UNSUPPORTED
+    else:
+        try:
+            host = _host_model(topology, host_state.pci_stats,
+                               host_state.cpu_allocation_ratio,
+                               host_state.ram_allocation_ratio)
+        except BadHostValue:
+            raise
+        except Exception:
+            host = engine.UNSUPPORTED_HOST
+        host = host._replace(**room)
+    problem = m.host_problem(host)
+    if problem is not None:
+        raise BadHostValue(problem)
+    return engine.prepare(host)
+
+
+_UNSUPPORTED = engine.prepare(engine.UNSUPPORTED_HOST)
 
 
 def _refresh(host_state):
     topology = host_state.numa_topology
     pci_stats = host_state.pci_stats
-    prepared = _build(host_state, topology)
+    try:
+        prepared = _build(host_state, topology)
+    except BadHostValue as exc:
+        # Unknown, without the host-level room its values cannot give.
+        _BAD_HOSTS.warn(host_state, exc)
+        prepared = _UNSUPPORTED
+    else:
+        _BAD_HOSTS.forget(host_state)
     setattr(host_state, _CACHE_ATTR,
             (topology, pci_stats, _version(host_state), prepared))
     return prepared
@@ -217,8 +407,8 @@ def prepared_hosts(host_states):
         else:
             prepared = _refresh(hs)
         if len(hs.allocation_candidates) != 1:
-            prepared = _with_candidates(prepared,
-                                        len(hs.allocation_candidates))
+            prepared = _with_candidates(
+                prepared, candidate_count(hs.allocation_candidates))
         append(prepared)
     return result
 

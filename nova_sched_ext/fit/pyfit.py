@@ -216,10 +216,15 @@ def _search(host, request, pci=None):
     cell_ids = [cell.id for cell in request.cells]
     pagesizes = [cell.pagesize for cell in request.cells]
     for _candidate in range(host.candidates):
+        state = (list(cell_ids), list(pagesizes))
         chosen = _fit_once(host, request, pci, ordered, index_of, cell_ids,
                            pagesizes)
         if chosen is not None:
             return m.YES, chosen, pagesizes
+        if state == (cell_ids, pagesizes):
+            # The next candidate starts from the same state and fails the
+            # same way: one more proves nothing (and bounds the loop).
+            break
     return m.NO, None, None
 
 

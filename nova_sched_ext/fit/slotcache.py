@@ -179,23 +179,40 @@ class SlotArena(object):
         self._arena, self._arena_size, self._used = arena, size, used
 
     def _store(self, host_state, slot):
-        """(Re)build the record of a host, in its slot or a new one."""
-        if slot is None:
-            slot = len(self._records)
-            if slot >= self._capacity:
-                self._grow_slots(slot + 1)
-            self._stamps.append(_UNSTAMPED)
-            self._versions.append(None)
-            self._slot_by_host[host_state] = slot
+        """(Re)build the record of a host, in its slot or a new one.
+
+        All or nothing: the record, version and stamp are built before
+        anything of the arena changes, and a new host is registered only
+        once its record is written. A host whose record cannot be built
+        (the exception propagates) leaves the arena as it was: registered
+        without a record, it would share its slot with the next new host
+        (one weight for both) and have no version to be checked against.
+        A known host keeps its old record, stamp and memo, which still
+        agree with each other; its stamp or version no longer matches, so
+        it is tried again at the next request.
+        """
         # The record is built for one allocation candidate; the C call
         # gets each request's number of candidates.
         record = adapters.rebuild_prepared_host(host_state).packed
+        version = _VERSION(host_state)
+        stamp = _UNSTAMPED if host_state.updated is None \
+            else _STAMP(host_state)
+        new = slot is None
+        if new:
+            slot = len(self._records)
+            if slot >= self._capacity:
+                # Harmless if what follows fails: room to spare.
+                self._grow_slots(slot + 1)
         self._write_record(slot, record)
         for col in self._requests.values():
             self._memo[col * self._capacity + slot] = _NAN
-        self._versions[slot] = _VERSION(host_state)
-        self._stamps[slot] = _UNSTAMPED if host_state.updated is None \
-            else _STAMP(host_state)
+        if new:
+            self._stamps.append(stamp)
+            self._versions.append(version)
+            self._slot_by_host[host_state] = slot
+        else:
+            self._stamps[slot] = stamp
+            self._versions[slot] = version
         return slot
 
     def _checked_slot(self, hs, slot):
@@ -271,7 +288,8 @@ class SlotArena(object):
         if not n:
             return []
         ffi, lib = self._ffi, self._lib
-        candidates = list(map(len, map(_CANDIDATES, host_states)))
+        candidates = list(map(adapters.candidate_count,
+                              map(_CANDIDATES, host_states)))
         c_request = ffi.new('struct nse_shape *')
         ffi.memmove(c_request, packing.pack_shape(request),
                     ffi.sizeof('struct nse_shape'))

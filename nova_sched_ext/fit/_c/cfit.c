@@ -517,10 +517,22 @@ static int fit_host(const struct nse_host *host,
         sp->pagesize[i] = req->cells[i].pagesize;
     }
     for (candidate = 0; candidate < host->candidates; candidate++) {
+        int32_t ids_before[NSE_MAX_CELLS];
+        int64_t pagesizes_before[NSE_MAX_CELLS];
+
+        memcpy(ids_before, sp->inst_id, sizeof(ids_before));
+        memcpy(pagesizes_before, sp->pagesize, sizeof(pagesizes_before));
         sp->cache.n = 0;
         memset(sp->used, 0, sizeof(sp->used));
         if (permute(sp, 0))
             return NSE_YES;
+        /* the next candidate would start from the same state and fail the
+         * same way (pyfit._search) */
+        if (memcmp(ids_before, sp->inst_id,
+                   (size_t)req->n_cells * sizeof(int32_t)) == 0 &&
+                memcmp(pagesizes_before, sp->pagesize,
+                       (size_t)req->n_cells * sizeof(int64_t)) == 0)
+            break;
     }
     return NSE_NO;
 }

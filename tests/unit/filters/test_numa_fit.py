@@ -4,6 +4,7 @@ import datetime
 import threading
 from unittest import mock
 
+import fixtures
 from hypothesis import given
 from hypothesis import HealthCheck
 from hypothesis import settings
@@ -236,3 +237,186 @@ class TestAdapters(testtools.TestCase):
         self.assertRaises(adapters.Unsupported,
                           adapters.request_from_topology, dedicated(1),
                           [request])
+
+
+class TestHostsWithAbsurdValues(testtools.TestCase):
+    """A host with absurd numbers is kept for Nova, with one warning.
+
+    Issue 11: such a host made the filter log a traceback on every request
+    and keep every host, fitting or not.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.filt = numa_fit.NUMAFitFilter()
+        self.logs = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+        self.useFixture(fixtures.MockPatchObject(
+            adapters, '_BAD_HOSTS', adapters._WarnedHosts()))
+
+    def assertKeptAsUnknown(self, name, value):
+        bad = host('bad', host_topology(2))
+        setattr(bad, name, value)
+        hosts = [host('big', host_topology(8)),
+                 host('small', host_topology(2)), bad]
+        for _ in range(3):
+            kept = self.filt.filter_all(hosts, spec(dedicated(4)))
+            # The others are still checked; the unknown host is left to
+            # NUMATopologyFilter.
+            self.assertEqual(['big', 'bad'], [h.host for h in kept])
+            self.assertTrue(self.filt.host_passes(bad, spec(dedicated(4))))
+        self.assertNotIn('Traceback', self.logs.output)
+        self.assertNotIn('could not check', self.logs.output)
+        self.assertEqual(1, len([ln for ln in self.logs.output.splitlines()
+                                 if 'bad' in ln and name in ln]))
+
+    def test_infinite_cpu_allocation_ratio(self):
+        self.assertKeptAsUnknown('cpu_allocation_ratio', float('inf'))
+
+    def test_nan_cpu_allocation_ratio(self):
+        self.assertKeptAsUnknown('cpu_allocation_ratio', float('nan'))
+
+    def test_huge_cpu_allocation_ratio(self):
+        self.assertKeptAsUnknown('cpu_allocation_ratio', 1e308)
+
+    def test_negative_cpu_allocation_ratio(self):
+        self.assertKeptAsUnknown('cpu_allocation_ratio', -1.0)
+
+    def test_infinite_ram_allocation_ratio(self):
+        self.assertKeptAsUnknown('ram_allocation_ratio', float('inf'))
+
+    def test_negative_total_ram(self):
+        self.assertKeptAsUnknown('total_usable_ram_mb', -1)
+
+    def test_concurrent_requests_warn_once(self):
+        def worker():
+            for _ in range(20):
+                # A new HostState each time: no cached model, every one
+                # is built and meets the bad value; one warning in all.
+                bad = host('bad', host_topology(2))
+                bad.cpu_allocation_ratio = float('inf')
+                self.filt.filter_all([bad], spec(dedicated(1)))
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(1, len(self.logs.output.splitlines()))
+
+
+def cell_with(**values):
+    """A one-cell host topology with some of its cell's values replaced."""
+    pages = {'size_kb': 4, 'total': 1048576, 'used': 0, 'reserved': 0}
+    fields = {'id': 0, 'cpuset': set(), 'pcpuset': {0, 1}, 'memory': 4096,
+              'cpu_usage': 0, 'memory_usage': 0, 'pinned_cpus': set(),
+              'siblings': [{0}, {1}]}
+    for name, value in values.items():
+        if name.startswith('page_'):
+            pages[name[len('page_'):]] = value
+        else:
+            fields[name] = value
+    return objects.NUMATopology(cells=[objects.NUMACell(
+        mempages=[objects.NUMAPagesTopology(**pages)],
+        network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                 tunneled=False),
+        **fields)])
+
+
+class TestAbsurdHostValues(testtools.TestCase):
+    """The adapters' bounds: what makes a host unknown, what does not."""
+
+    def setUp(self):
+        super().setUp()
+        self.logs = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+        self.useFixture(fixtures.MockPatchObject(
+            adapters, '_BAD_HOSTS', adapters._WarnedHosts()))
+
+    def model(self, topology=None, **values):
+        state = host('h', topology or host_topology(2))
+        state.vcpus_total, state.total_usable_ram_mb = 4, 8192
+        state.free_ram_mb = 8192
+        for name, value in values.items():
+            setattr(state, name, value)
+        return adapters.prepared_host(state).model
+
+    def test_absurd_host_values_make_the_host_unknown(self):
+        cases = [
+            {'cpu_allocation_ratio': float('inf')},
+            {'cpu_allocation_ratio': float('-inf')},
+            {'cpu_allocation_ratio': float('nan')},
+            {'cpu_allocation_ratio': 1e308},
+            {'cpu_allocation_ratio': 1e7},
+            {'cpu_allocation_ratio': 10001},
+            {'cpu_allocation_ratio': 0.0},
+            {'cpu_allocation_ratio': -0.5},
+            {'cpu_allocation_ratio': 10 ** 400},
+            {'cpu_allocation_ratio': '16.0'},
+            {'ram_allocation_ratio': float('nan')},
+            {'ram_allocation_ratio': -1.0},
+            {'vcpus_total': 1 << 62},
+            {'vcpus_total': -4},
+            {'vcpus_total': None},
+            {'vcpus_used': -1},
+            {'vcpus_used': 2.5},
+            {'total_usable_ram_mb': 1 << 62},
+            {'total_usable_ram_mb': float('inf')},
+            {'free_ram_mb': float('nan')},
+            {'free_ram_mb': -(1 << 62)},
+            # sane alone, but the room placement would see is not
+            {'total_usable_ram_mb': 1 << 37, 'free_ram_mb': 1 << 37,
+             'ram_allocation_ratio': 16.0},
+            {'topology': cell_with(cpu_usage=1 << 40)},
+            {'topology': cell_with(cpu_usage=-1)},
+            {'topology': cell_with(memory=1 << 62)},
+            {'topology': cell_with(memory_usage=-1)},
+            {'topology': cell_with(id=1 << 40)},
+            {'topology': cell_with(page_total=1 << 62)},
+            {'topology': cell_with(page_used=-1)},
+            {'topology': cell_with(page_size_kb=1 << 62)},
+            {'topology': cell_with(page_size_kb=0)},
+        ]
+        for values in cases:
+            self.assertEqual(engine.UNSUPPORTED_HOST, self.model(**values),
+                             values)
+        self.assertNotIn('Traceback', self.logs.output)
+
+    def test_sane_edge_values_are_kept(self):
+        for values in [{'cpu_allocation_ratio': 0.01},
+                       {'cpu_allocation_ratio': 10000.0},
+                       {'ram_allocation_ratio': 1},
+                       {'free_ram_mb': -4096},
+                       {'vcpus_used': 64},
+                       {'vcpus_total': 4.0}]:
+            self.assertEqual(0, self.model(**values).status, values)
+        self.assertEqual(0, self.model(topology=cell_with()).status)
+        self.assertEqual('', self.logs.output)
+
+    def test_host_model_rejects_absurd_ratios(self):
+        # For callers that pass the ratios themselves (victim selection).
+        for ratio in (float('inf'), float('nan'), 1e308, -1.0):
+            self.assertEqual(
+                engine.UNSUPPORTED_HOST,
+                adapters.host_model(host_topology(2), None, ratio, 1.0))
+            self.assertEqual(
+                engine.UNSUPPORTED_HOST,
+                adapters.host_model(host_topology(2), None, 1.0, ratio))
+
+    def test_warned_again_after_a_sane_spell(self):
+        state = host('h', host_topology(2))
+        state.cpu_allocation_ratio = float('inf')
+        adapters.prepared_host(state)
+        state.cpu_allocation_ratio = 2.0
+        self.assertEqual(0, adapters.prepared_host(state).model.status)
+        state.cpu_allocation_ratio = float('inf')
+        adapters.prepared_host(state)
+        self.assertEqual(2, self.logs.output.count('cpu_allocation_ratio'))
+
+    def test_warnings_kept_for_a_bounded_number_of_hosts(self):
+        self.useFixture(fixtures.MockPatchObject(
+            adapters, '_BAD_HOSTS', adapters._WarnedHosts(max_hosts=3)))
+        for i in range(10):
+            state = host('h%d' % i, host_topology(2))
+            state.cpu_allocation_ratio = float('nan')
+            adapters.prepared_host(state)
+            self.assertLessEqual(len(adapters._BAD_HOSTS._warned), 3)
+        self.assertEqual(10, self.logs.output.count('cpu_allocation_ratio'))

@@ -10,7 +10,9 @@ million made one call run for a minute.
 """
 
 import math
+from unittest import mock
 
+from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import packing
@@ -170,3 +172,30 @@ class TestBothEnginesRefuse(testtools.TestCase):
         self.assertEqual(lib.NSE_MAX_CPUS, m.MAX_CPUS)
         self.assertEqual(lib.NSE_MAX_AMOUNT, m.MAX_AMOUNT)
         self.assertEqual(lib.NSE_MAX_PAGE_SIZE_KB, m.MAX_PAGE_SIZE_KB)
+
+
+class TestCandidateBound(testtools.TestCase):
+    """A host's allocation candidates bound no loop on their own."""
+
+    def test_count_is_capped(self):
+        self.assertEqual(3, adapters.candidate_count([{}] * 3))
+        self.assertEqual(m.MAX_CANDIDATES,
+                         adapters.candidate_count([{}] * 5000))
+
+    def test_replay_stops_once_the_state_is_stable(self):
+        # A request that fits no cell: every candidate run leaves the same
+        # state, so the twin stops after the first run that changes nothing
+        # instead of replaying all 1,000.
+        calls = []
+        real = pyfit._fit_once
+
+        def counting(*args):
+            calls.append(1)
+            return real(*args)
+
+        too_big = request(pcpus=64)
+        busy = host(candidates=m.MAX_CANDIDATES)
+        with mock.patch.object(pyfit, '_fit_once', counting):
+            self.assertEqual(m.NO, pyfit.fits(busy, too_big))
+        self.assertLessEqual(len(calls), 2)
+        self.assertEqual(m.NO, engine.fits(busy, too_big))

@@ -12,6 +12,7 @@ import random
 import threading
 from unittest import mock
 
+import fixtures
 from hypothesis import given
 from hypothesis import strategies as st
 from nova import objects
@@ -257,3 +258,157 @@ class TestSlotArena(testtools.TestCase):
         small, big = self._shapes()
         self.assertEqual([], slotcache.SlotArena([big], [16.0]).weights(
             [], small))
+
+
+class TestAHostThatCannotBeStored(testtools.TestCase):
+    """A host whose record fails to build leaves the arena as it was.
+
+    Issue 11: the failed host stayed registered in a slot without a record,
+    so the next new host was given the same slot (from then on both got one
+    weight) and the failed host, shown again, raised TypeError.
+    """
+
+    def setUp(self):
+        super().setUp()
+        if engine.backend_name() != 'c':
+            self.skipTest('the C fit helper is not built')
+        cloud = TestSlotArena('test_no_hosts')
+        self.small, self.big = cloud._shapes()
+        self.hosts = cloud._cloud(4, seed=5)
+        self.good, self.bad, self.later, self.other = self.hosts
+        self.arena = slotcache.SlotArena([self.big, self.small],
+                                         [16.0, 4.0])
+        self.check = cloud.check
+        self.failing = True
+        real = adapters.rebuild_prepared_host
+
+        def rebuild(host):
+            if host is self.bad and self.failing:
+                raise RuntimeError('cannot build this record')
+            return real(host)
+
+        self.useFixture(fixtures.MockPatchObject(
+            adapters, 'rebuild_prepared_host', side_effect=rebuild))
+
+    def assertConsistent(self):
+        arena = self.arena
+        slots = sorted(arena._slot_by_host.values())
+        self.assertEqual(list(range(len(slots))), slots)
+        self.assertEqual(len(slots), len(arena._records))
+        self.assertEqual(len(slots), len(arena._stamps))
+        self.assertEqual(len(slots), len(arena._versions))
+
+    def test_a_failed_host_is_not_registered(self):
+        self.check(self.arena, [self.good], self.small)
+        self.assertRaises(RuntimeError, self.arena.weights,
+                          [self.bad], self.small)
+        self.assertNotIn(self.bad, self.arena._slot_by_host)
+        self.assertConsistent()
+
+    def test_the_next_host_gets_its_own_slot_and_weight(self):
+        self.check(self.arena, [self.good], self.small)
+        self.assertRaises(RuntimeError, self.arena.weights,
+                          [self.good, self.bad], self.small)
+        self.check(self.arena, [self.later], self.small)
+        self.failing = False
+        # Each host has its own weight, as counted afresh.
+        self.check(self.arena, self.hosts, self.small)
+        self.check(self.arena, [self.later, self.bad], self.big)
+        self.assertEqual(len(self.hosts),
+                         len(set(self.arena._slot_by_host.values())))
+        self.assertConsistent()
+
+    def test_the_failed_host_shown_again_does_not_raise_type_error(self):
+        self.assertRaises(RuntimeError, self.arena.weights,
+                          [self.bad], self.small)
+        # Still failing: the same error, not a TypeError of a slot
+        # without a version.
+        self.assertRaises(RuntimeError, self.arena.weights,
+                          [self.bad], self.small)
+        self.assertRaises(RuntimeError, self.arena.weights,
+                          [self.bad, self.good], self.small)
+        self.failing = False
+        self.check(self.arena, [self.bad, self.good], self.small)
+        self.assertConsistent()
+
+    def test_a_known_host_that_fails_keeps_its_old_record(self):
+        self.failing = False
+        self.check(self.arena, self.hosts, self.small)
+        self.failing = True
+        self.bad.vcpus_used += 1
+        self.assertRaises(RuntimeError, self.arena.weights,
+                          self.hosts, self.small)
+        self.assertConsistent()
+        self.failing = False
+        self.check(self.arena, self.hosts, self.small)
+
+
+class TestHostsWithAbsurdValues(testtools.TestCase):
+    """Absurd values make a host unknown in the arena, with one warning."""
+
+    def setUp(self):
+        super().setUp()
+        if engine.backend_name() != 'c':
+            self.skipTest('the C fit helper is not built')
+        self.logs = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+        self.useFixture(fixtures.MockPatchObject(
+            adapters, '_BAD_HOSTS', adapters._WarnedHosts()))
+        cloud = TestSlotArena('test_no_hosts')
+        self.small, self.big = cloud._shapes()
+        self.check = cloud.check
+        self.good, self.bad, self.later = cloud._cloud(3, seed=11)
+        from nova_sched_ext.cmd import bench
+        # Hosts the requests fit, each with a weight of its own.
+        for i, h in enumerate((self.good, self.bad, self.later)):
+            h.numa_topology = bench.host_topology(
+                objects, 2, pinned_share=0.1 + 0.2 * i,
+                used_share=0.1 + 0.2 * i, rng=random.Random(i))
+        self.arena = slotcache.SlotArena([self.big, self.small],
+                                         [16.0, 4.0])
+
+    def assertUnknown(self, **values):
+        for name, value in values.items():
+            setattr(self.bad, name, value)
+        self.check(self.arena, [self.good], self.small)
+        # Alone, the unknown host weighs 0: the worst of no known host.
+        self.assertEqual([0.0], self.arena.weights([self.bad], self.small))
+        alone = fresh([self.good, self.later], self.arena.shapes,
+                      self.arena.shape_weights, self.small, None)[0]
+        self.assertNotEqual(alone[0], alone[1])
+        self.assertEqual(alone[1:],
+                         self.arena.weights([self.later], self.small))
+        got = self.check(self.arena, [self.good, self.bad, self.later],
+                         self.small)
+        # The host after the failed one keeps its own weight; the unknown
+        # host weighs as much as the worst known one.
+        self.assertEqual([alone[0], alone[1]], [got[0], got[2]])
+        self.assertEqual(min(got[0], got[2]), got[1])
+        self.assertEqual(3, len(set(self.arena._slot_by_host.values())))
+        # Shown again, in another request shape.
+        self.check(self.arena, [self.bad, self.later, self.good], self.big)
+        # Rebuilt on the way (the arena, the per-host cache), warned once.
+        self.assertEqual(1, self.logs.output.count(
+            'host %s (node %s)' % (self.bad.host, self.bad.nodename)))
+        self.assertEqual(1, len(self.logs.output.splitlines()))
+        self.assertIn(next(iter(values)), self.logs.output)
+
+    def test_infinite_cpu_allocation_ratio(self):
+        self.assertUnknown(cpu_allocation_ratio=float('inf'))
+
+    def test_nan_cpu_allocation_ratio(self):
+        self.assertUnknown(cpu_allocation_ratio=float('nan'))
+
+    def test_huge_cpu_allocation_ratio(self):
+        self.assertUnknown(cpu_allocation_ratio=1e308)
+
+    def test_negative_cpu_allocation_ratio(self):
+        self.assertUnknown(cpu_allocation_ratio=-1.0)
+
+    def test_infinite_ram_allocation_ratio(self):
+        self.assertUnknown(ram_allocation_ratio=float('inf'))
+
+    def test_nan_ram_allocation_ratio(self):
+        self.assertUnknown(ram_allocation_ratio=float('nan'))
+
+    def test_huge_total_ram(self):
+        self.assertUnknown(total_usable_ram_mb=1 << 62)

@@ -407,3 +407,110 @@ class TestReferenceFlavors(WeigherTestCase):
             got = numa_slot.ReferenceFlavors._load_flavors()
         self.assertEqual(['big'], [f.name for f in got])
         self.assertIn("reference flavor 'nope'", logs.output)
+
+
+class TestHostsWithAbsurdValues(WeigherTestCase):
+    """A host with absurd numbers is unknown, never another host's weight.
+
+    Issue 11: a ``cpu_allocation_ratio`` of inf, NaN or 1e308 raised while
+    the host's record was built, which logged a traceback on every request
+    and left the slot arena giving two hosts one weight.
+    """
+
+    BACKENDS = ('c', 'python')
+
+    def setUp(self):
+        super().setUp()
+        self.logs = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+        self.forget_warnings()
+
+    def forget_warnings(self):
+        self.useFixture(fixtures.MockPatchObject(
+            adapters, '_BAD_HOSTS', adapters._WarnedHosts()))
+
+    def weigh(self, hosts, spec, backend):
+        self.conf.config(fit_backend=backend, group='nova_sched_ext')
+        if backend == 'c' and engine.backend_name() != 'c':
+            self.skipTest('the C fit helper is not built')
+        return self.weigher.weigh_objects(
+            [weights.WeighedHost(h, 0.0) for h in hosts], spec)
+
+    def assertUnknown(self, name, value):
+        for backend in self.BACKENDS:
+            logs = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+            self.forget_warnings()
+            self.weigher = self.make_weigher()
+            a, b = host_state('a', [8, 8]), host_state('b', [6, 6])
+            bad = host_state('bad', [6, 6])
+            setattr(bad, name, value)
+            spec = request(SMALL)
+            alone = self.weigh([a, b], spec, backend)
+            got = self.weigh([a, bad, b], spec, backend)
+            # The others keep their own weights; the unknown host weighs
+            # as much as the worst of them.
+            self.assertEqual([alone[0], min(alone), alone[1]], got,
+                             backend)
+            # The host weighed after it (a new one for the arena) too.
+            later = host_state('later', [6, 6])
+            self.assertEqual(alone[1], self.weigh([bad, later], spec,
+                                                  backend)[1], backend)
+            # Shown again: still unknown, still no error.
+            self.assertEqual(got, self.weigh([a, bad, b], spec, backend),
+                             backend)
+            # One warning, naming the host and the value.
+            self.assertEqual(1, len(logs.output.splitlines()), backend)
+            self.assertIn('host bad (node bad)', logs.output)
+            self.assertIn(name, logs.output)
+            self.assertNotIn('Traceback', logs.output)
+            self.assertNotIn('could not weigh', logs.output)
+
+    def test_infinite_cpu_allocation_ratio(self):
+        self.assertUnknown('cpu_allocation_ratio', float('inf'))
+
+    def test_nan_cpu_allocation_ratio(self):
+        self.assertUnknown('cpu_allocation_ratio', float('nan'))
+
+    def test_huge_cpu_allocation_ratio(self):
+        self.assertUnknown('cpu_allocation_ratio', 1e308)
+
+    def test_negative_cpu_allocation_ratio(self):
+        self.assertUnknown('cpu_allocation_ratio', -1.0)
+
+    def test_nan_ram_allocation_ratio(self):
+        self.assertUnknown('ram_allocation_ratio', float('nan'))
+
+    def test_absurd_vcpu_count(self):
+        self.assertUnknown('vcpus_total', 1 << 62)
+
+    def test_one_warning_per_host_across_requests(self):
+        import datetime
+        for backend in self.BACKENDS:
+            logs = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+            self.forget_warnings()
+            self.weigher = self.make_weigher()
+            hosts = [host_state('good', [8, 8]),
+                     host_state('bad-one', [6, 6]),
+                     host_state('bad-two', [6, 6])]
+            hosts[1].cpu_allocation_ratio = float('inf')
+            hosts[2].ram_allocation_ratio = float('nan')
+            for i in range(4):
+                # A compute node update each time: every host is rebuilt.
+                for h in hosts:
+                    h.updated = datetime.datetime(2026, 1, 1, 12, 0, i)
+                self.weigh(hosts, request(SMALL), backend)
+            lines = logs.output.splitlines()
+            self.assertEqual(
+                1, len([ln for ln in lines if 'bad-one' in ln]), backend)
+            self.assertEqual(
+                1, len([ln for ln in lines if 'bad-two' in ln]), backend)
+            self.assertIn('cpu_allocation_ratio inf', logs.output)
+            self.assertIn('ram_allocation_ratio nan', logs.output)
+            self.assertNotIn('Traceback', logs.output)
+            # Another absurd value is worth one more warning.
+            hosts[1].cpu_allocation_ratio = 1e308
+            hosts[1].updated = datetime.datetime(2026, 1, 1, 12, 1, 0)
+            self.weigh(hosts, request(SMALL), backend)
+            self.weigh(hosts, request(BIG), backend)
+            self.assertEqual(
+                2, len([ln for ln in logs.output.splitlines()
+                        if 'bad-one' in ln]), backend)
