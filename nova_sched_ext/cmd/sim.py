@@ -27,22 +27,94 @@ Examples::
         --set filter_scheduler.host_subset_size=3
 
 Exit status: 0 when the replay ran, 2 when it could not (bad option, bad
-trace file, a filter or weigher that cannot be loaded).
+trace file, a filter or weigher that cannot be loaded), with one line on
+stderr that says why.
 """
 
 import argparse
 import logging
+import math
 import os
+import re
 import sys
 import warnings
 
 DEFAULT_COMPARE = ('nova-default', 'best-fit', 'numa-slot')
 PROGRESS_EVERY = 500
+PROG = 'nova-sched-ext-sim'
+#: --synthetic-hosts: ten times the largest cloud the benchmarks schedule
+MAX_SYNTHETIC_HOSTS = 100000
+#: --synthetic: requests are kept in memory, a few hundred bytes each
+MAX_SYNTHETIC_REQUESTS = 10000000
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like the others.
+
+    argparse prints the whole usage (a dozen lines here) before its
+    error; the command's other errors are one ``nova-sched-ext-sim: ...``
+    line, and a script reading stderr should not have to tell them apart.
+    """
+
+    def error(self, message):
+        self.exit(2, '%s: %s (see %s --help)\n' % (self.prog, message,
+                                                   self.prog))
+
+
+_INTEGER = re.compile(r'-?[0-9]{1,18}', re.ASCII)
+
+
+def _integer(low=None, high=None):
+    """An argparse ``type``: an integer from ``low`` to ``high``.
+
+    ASCII digits only, as in the trace files: ``int()`` would also take
+    ``1_0`` for 10, and digits of other scripts.
+    """
+    def parse(text):
+        if not _INTEGER.fullmatch(text):
+            raise argparse.ArgumentTypeError(
+                'expected an integer, got %r' % text[:64])
+        value = int(text, 10)
+        if low is not None and value < low:
+            raise argparse.ArgumentTypeError(
+                'must be at least %d, got %r' % (low, text))
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(
+                'must be at most %d, got %r' % (high, text))
+        return value
+    parse.__name__ = 'integer'
+    return parse
+
+
+def _number(above=None, low=None, high=None):
+    """An argparse ``type``: a finite float, ``> above``, in [low, high].
+
+    Why finite: ``nan`` passes every comparison as false and ``inf`` turns
+    the synthetic trace's arithmetic into nan, without an error.
+    """
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(
+                'expected a finite number, got %r' % text[:64])
+        if above is not None and value <= above:
+            raise argparse.ArgumentTypeError(
+                'must be above %s, got %r' % (above, text))
+        if (low is not None and value < low) or \
+                (high is not None and value > high):
+            raise argparse.ArgumentTypeError(
+                'must be from %s to %s, got %r' % (low, high, text))
+        return value
+    parse.__name__ = 'number'
+    return parse
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        prog='nova-sched-ext-sim',
+    parser = _Parser(
+        prog=PROG,
         description='Replay a VM request trace through Nova\'s own '
                     'scheduler filters and weighers.',
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -59,27 +131,31 @@ def parse_args(argv):
         help='a requests_C*.csv file (repeatable: each is replayed on '
              'fresh hosts; default requests_C1.csv beside the hosts file)')
     data.add_argument(
-        '--limit', type=int, metavar='N',
+        '--limit', type=_integer(low=1), metavar='N',
         help='replay only the first N requests of each trace')
     data.add_argument(
-        '--synthetic', type=int, metavar='N',
+        '--synthetic', metavar='N',
+        type=_integer(low=1, high=MAX_SYNTHETIC_REQUESTS),
         help='replay N synthetic requests (Poisson arrivals, exponential '
              'lifetimes) instead of a requests file')
     data.add_argument(
-        '--synthetic-hosts', type=int, metavar='N',
+        '--synthetic-hosts', metavar='N',
+        type=_integer(low=1, high=MAX_SYNTHETIC_HOSTS),
         help='use N identical empty hosts (2 cells of 48 vCPUs and 192 GB, '
-             '20 to a rack) instead of a hosts file')
-    data.add_argument('--load', type=float, default=0.9,
+             '20 to a rack) instead of a hosts file (at most %d)'
+             % MAX_SYNTHETIC_HOSTS)
+    data.add_argument('--load', type=_number(above=0), default=0.9,
                       help='synthetic: share of the vCPUs in use in the '
                            'steady state (default 0.9)')
-    data.add_argument('--arrival-rate', type=float, default=1.0,
+    data.add_argument('--arrival-rate', type=_number(above=0), default=1.0,
                       help='synthetic: arrivals per time unit (default 1)')
-    data.add_argument('--mean-lifetime', type=float,
+    data.add_argument('--mean-lifetime', type=_number(above=0),
                       help='synthetic: mean lifetime (default: from --load)')
-    data.add_argument('--group-share', type=float, default=0.3,
+    data.add_argument('--group-share', type=_number(low=0, high=1),
+                      default=0.3,
                       help='synthetic: share of requests in server groups '
                            '(default 0.3)')
-    data.add_argument('--seed', type=int, default=0,
+    data.add_argument('--seed', type=_integer(), default=0,
                       help='seed of the synthetic trace and of the '
                            'scheduler\'s random picks (host_subset_size, '
                            'shuffle_best_same_weighed_hosts)')
@@ -107,11 +183,11 @@ def parse_args(argv):
     sched.add_argument(
         '--weighers', metavar='A,B,...',
         help='[filter_scheduler] weight_classes')
-    sched.add_argument('--host-subset-size', type=int,
+    sched.add_argument('--host-subset-size', type=_integer(low=1),
                        help='[filter_scheduler] host_subset_size')
-    sched.add_argument('--ram-weight-multiplier', type=float,
+    sched.add_argument('--ram-weight-multiplier', type=_number(),
                        help='[filter_scheduler] ram_weight_multiplier')
-    sched.add_argument('--cpu-weight-multiplier', type=float,
+    sched.add_argument('--cpu-weight-multiplier', type=_number(),
                        help='[filter_scheduler] cpu_weight_multiplier')
     sched.add_argument(
         '--fast', action='store_true',
@@ -127,10 +203,11 @@ def parse_args(argv):
                      help='plot placed/rejected and large-flavor slots left '
                           '(one file per trace; the trace name is added '
                           'when there are several)')
-    out.add_argument('--slot-flavors', type=int, default=3, metavar='N',
+    out.add_argument('--slot-flavors', type=_integer(low=0), default=3,
+                     metavar='N',
                      help='count slots of the N largest flavors of the '
                           'trace (default 3)')
-    out.add_argument('--sample-every', type=int, metavar='N',
+    out.add_argument('--sample-every', type=_integer(low=0), metavar='N',
                      help='count slots every N requests (default: 250 with '
                           '--plot, else only at the end)')
     out.add_argument('--progress', action='store_true',
@@ -141,8 +218,6 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.policy and args.compare:
         parser.error('--policy and --compare exclude each other')
-    if args.limit is not None and args.limit < 1:
-        parser.error('--limit must be at least 1')
     return args
 
 
@@ -331,10 +406,11 @@ def main(argv=None):
     from nova_sched_ext.sim import replay
     from nova_sched_ext.sim import trace
     try:
-        run(args)
+        # The streams of now, not of import time (tests replace them).
+        run(args, stdout=sys.stdout, stderr=sys.stderr)
     except (policies.PolicyError, replay.SimulationError,
             trace.TraceError) as exc:
-        sys.stderr.write('nova-sched-ext-sim: %s\n' % exc)
+        sys.stderr.write('%s: %s\n' % (PROG, exc))
         return 2
     return 0
 

@@ -39,8 +39,13 @@ for the earlier instances of the same request (Nova appends them to
 (resize, migrate, evacuate, unshelve) honour them too, without counting the
 moving instance itself.  A bad hint, a group of another policy, or a set
 that is full fails the request: every host is rejected, so the request ends
-with NoValidHost, and one INFO line says why.  If the members cannot be
-read, the request fails the same way: the filter never guesses.
+with NoValidHost, and one INFO line says why.  So do the hints
+``deployment_set_max_size`` and ``deployment_set_partition`` in a group
+where neither the request nor any member names a strategy: such a group is
+a plain anti-affinity group, without cap or partitions, and dropping the
+hints silently would mislead the user (a move of such a member is let
+through, as before).  If the members cannot be read, the request fails the
+same way: the filter never guesses.
 
 The set's members are read once per request (not once per host or
 instance) by a member source (:mod:`nova_sched_ext.deployment_set.members`):
@@ -208,8 +213,7 @@ class DeploymentSetFilter(filters.BaseHostFilter):
             return refusal
         strategy = request_hints.strategy or snapshot.strategy
         if strategy is None:
-            # A plain anti-affinity group: Nova's filter does the work.
-            return None
+            return self._without_strategy(snapshot, request_hints, spec_obj)
         if not snapshot.moving:
             size = len(own) if own else max(1, spec_obj.num_instances or 1)
             refusal = self._check_size(snapshot, request_hints, size)
@@ -221,6 +225,45 @@ class DeploymentSetFilter(filters.BaseHostFilter):
         plan.hosts_seen = len((group.hosts if 'hosts' in group else None)
                               or [])
         return plan
+
+    @staticmethod
+    def _without_strategy(snapshot, request_hints, spec_obj):
+        """A plain anti-affinity group: Nova's filter does the work.
+
+        Unless the request gives set hints: a size cap or a partition
+        means nothing without a strategy, and dropping them silently would
+        let the user believe the set is capped or partitioned.  Inferring
+        a strategy instead would be a guess, and would fix the set's
+        strategy for every later member.  A move is left alone: its member
+        was accepted before this check existed, and must stay movable.
+        """
+        given = sorted(name for name, value in (
+            (ds_hints.MAX_SIZE, request_hints.max_size),
+            (ds_hints.PARTITION, request_hints.partition))
+            if value is not None)
+        if not given:
+            return None
+        if snapshot.moving:
+            LOG.debug('Deployment set hint(s) %(hints)s of a member of '
+                      'server group %(group)s, which has no strategy, do '
+                      'not apply to its move.',
+                      {'hints': ', '.join(given),
+                       'group': snapshot.group_uuid},
+                      instance_uuid=spec_obj.instance_uuid)
+            return None
+        if request_hints.partition is not None:
+            # Only one strategy has partitions.
+            wanted = ds_hints.PARTITIONED
+        else:
+            wanted = '%s or %s' % (', '.join(ds_hints.STRATEGIES[:-1]),
+                                   ds_hints.STRATEGIES[-1])
+        return _Refusal(
+            'scheduler hint(s) %s need a strategy: neither the request nor '
+            'any member of server group %s was booted with %s, so the '
+            'group is a plain anti-affinity group, without size cap or '
+            'partitions; add --hint %s=%s'
+            % (', '.join(given), snapshot.group_uuid, ds_hints.STRATEGY,
+               ds_hints.STRATEGY, wanted))
 
     @staticmethod
     def _check_strategy(snapshot, request_hints):

@@ -19,7 +19,9 @@ preemptible: an on-demand request that finds no room may evict them.
 Nova's API loads it with stevedore at start-up and then rejects, with a 400
 at flavor extra-spec set, a value that is not a boolean and any other key of
 the ``nova_sched_ext:`` namespace (Nova treats a namespace it has validators
-for as closed).
+for as closed).  Nova validates only requests at microversion 2.86 or
+later, so readers of the extra spec (:func:`is_preemptible`) must still
+cope with any stored value.
 """
 
 from nova.api.validation.extra_specs import base
@@ -48,8 +50,9 @@ EXTRA_SPEC_VALIDATORS = [
     ),
 ]
 
-# Invalid values already warned about, so that a flavor created before the
-# validator was installed logs once, not on every scheduling request.
+# Invalid values already warned about, so that a flavor with one (set at a
+# microversion before 2.86, or before the validator was installed) logs
+# once, not on every scheduling request.
 # Adding to a set is atomic, so concurrent requests at worst warn twice.
 _warned = set()
 
@@ -76,9 +79,13 @@ def is_preemptible(flavor):
     :param flavor: a Nova ``Flavor`` object, or a dict of its extra specs
     :returns: True only when :data:`PREEMPTIBLE_KEY` is a true boolean
         string.  A missing key is False.  A value the validator would reject
-        (possible only for flavors created before the package was
-        installed) is False too, and logged once at warning, so a typo never
-        makes an instance evictable.
+        is False too, and logged once at warning, so a typo never makes an
+        instance evictable.  Such a value can be stored at any time, not
+        only before the package was installed: Nova validates extra specs
+        only for requests at compute API microversion 2.86 or later, and
+        stores whatever a request at 2.85 or earlier sets (as well as
+        values set before the validator was installed, or written to the
+        database directly).
     """
     value = _extra_specs(flavor).get(PREEMPTIBLE_KEY)
     if value is None:

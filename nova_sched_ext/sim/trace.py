@@ -21,13 +21,23 @@ stay.  :func:`synthetic_requests` adds Poisson arrivals and exponential
 lifetimes, so that departures free resources again.
 
 Nothing here imports Nova: a trace is plain data.
+
+A trace file is checked as it is read, and any fault in it is a
+:class:`TraceError` naming the file, the line and the column: a header
+without a needed column, a row with fewer or more fields than the header,
+bytes that are not UTF-8 (a UTF-8 byte-order mark is skipped), a field
+longer than the ``csv`` module reads (131,072 characters), a number that
+is not one (ASCII digits only: ``int()`` would read ``1_0`` as 10, and
+digits of other scripts), and a size beyond the bounds below, which keep
+the simulator's cost reasonable (it builds one CPU set member and one
+sibling set per vCPU, as Nova's objects have them).
 """
 
 import csv
 import dataclasses
-import math
 import os
 import random
+import re
 
 NONE = 'none'
 AFFINITY = 'affinity'
@@ -41,6 +51,32 @@ REQUESTS_COLUMNS = ('seq', 'flavor_vcpus', 'flavor_ram', 'numa', 'strategy',
                     'group', 'domain')
 
 DATA_DIR_NAME = os.path.join('shared', 'data', 'huawei-topo-vm')
+
+# What a trace may declare.  Far above any server (the trace's largest cell
+# has 170 vCPUs and 404 GB; a two-socket server today has at most 384
+# threads per socket), yet bounded: a replay's cost grows with each host's
+# vCPUs (one CPU object per vCPU, one slot-counting step per instance that
+# fits), and a host with ten million vCPUs ran for hours.  At these bounds
+# one host costs some 30 seconds at worst (slots of a 2-vCPU flavor).
+#: vCPUs of one host NUMA cell
+MAX_CELL_VCPUS = 1024
+#: memory of one host NUMA cell, GB (16 TiB)
+MAX_CELL_RAM_GB = 16 * 1024
+#: NUMA cells of a host: the hosts file has columns for two
+MAX_HOST_CELLS = 2
+#: a flavor can be no larger than a whole host
+MAX_FLAVOR_VCPUS = MAX_HOST_CELLS * MAX_CELL_VCPUS
+MAX_FLAVOR_RAM_GB = MAX_HOST_CELLS * MAX_CELL_RAM_GB
+#: ``seq`` and ``domain``: what Nova's 32-bit integer columns hold
+MAX_INTEGER = 2 ** 31 - 1
+#: characters of a value that a message shows
+MAX_SHOWN = 64
+
+# fullmatch, and [0-9] rather than \d, which matches every script's digits
+# (a sign, so that a negative value is told it is below the minimum)
+_INTEGER = re.compile(r'-?[0-9]+', re.ASCII)
+_DECIMAL = re.compile(r'-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?',
+                      re.ASCII)
 
 
 class TraceError(ValueError):
@@ -131,34 +167,98 @@ def default_data_dir(start=None):
     return None
 
 
+def _shown(text, quote=True):
+    """``text`` quoted, and cut after :data:`MAX_SHOWN` characters.
+
+    A field can be 131,072 characters long; an error is one line.
+    """
+    if len(text) <= MAX_SHOWN:
+        return repr(text) if quote else text
+    head = text[:MAX_SHOWN]
+    return '%s... (%d characters)' % (repr(head) if quote else head,
+                                      len(text))
+
+
+def _first_bad_line(path):
+    """``(line, byte)`` of the first line of ``path`` that is not UTF-8.
+
+    Why re-read: the decoder works on blocks of the file, so the error it
+    raises does not tell the line.  Only ever called on a failing file.
+    """
+    with open(path, 'rb') as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                raw.decode('utf-8')
+            except UnicodeDecodeError as exc:
+                return number, raw[exc.start]
+    return None, None
+
+
 def _rows(path, columns):
     try:
-        handle = open(path, newline='', encoding='utf-8')
+        # utf-8-sig: a byte-order mark (spreadsheet exports write one)
+        # would otherwise become part of the first column's name.
+        handle = open(path, newline='', encoding='utf-8-sig')
     except OSError as exc:
         raise TraceError('cannot open trace file %s: %s' % (path, exc))
+    reader = csv.reader(handle)
     with handle:
-        reader = csv.DictReader(handle)
-        header = tuple(reader.fieldnames or ())
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise TraceError(
-                '%s: missing column(s) %s; expected a header with %s, '
-                'found %s' % (path, ', '.join(missing), ','.join(columns),
-                              ','.join(header) or 'no header'))
-        for row in reader:
-            yield reader.line_num, row
+        try:
+            header = tuple(next(reader, ()))
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise TraceError(
+                    '%s: missing column(s) %s; expected a header with %s, '
+                    'found %s' % (path, ', '.join(missing),
+                                  ','.join(columns),
+                                  _shown(','.join(header), quote=False)
+                                  if header else 'no header'))
+            for fields in reader:
+                if not fields:
+                    continue    # a blank line
+                line = reader.line_num
+                if len(fields) != len(header):
+                    absent = header[len(fields):]
+                    raise TraceError(
+                        '%s line %d: the row has %d field%s, the header %d%s'
+                        % (path, line, len(fields),
+                           '' if len(fields) == 1 else 's', len(header),
+                           ' (no value for %s)' % _shown(', '.join(absent),
+                                                         quote=False)
+                           if absent else ''))
+                yield line, dict(zip(header, fields))
+        except UnicodeDecodeError as exc:
+            line, byte = _first_bad_line(path)
+            if line is None:
+                # Cannot happen for a file that stayed the same.
+                line, byte = reader.line_num + 1, exc.object[exc.start]
+            raise TraceError('%s line %d: not UTF-8 text (byte 0x%02x); '
+                             'save the file as UTF-8' % (path, line, byte))
+        except csv.Error as exc:
+            if 'field larger than field limit' in str(exc):
+                raise TraceError(
+                    '%s line %d: a field is longer than %d characters'
+                    % (path, reader.line_num, csv.field_size_limit()))
+            raise TraceError('%s line %d: %s' % (path, reader.line_num, exc))
 
 
-def _number(path, line, row, column, kind=int, minimum=0):
-    text = (row.get(column) or '').strip()
-    try:
-        value = kind(text)
-    except ValueError:
-        raise TraceError('%s line %d: column %s is %r, expected a number'
-                         % (path, line, column, text))
-    if value < minimum or (kind is float and not math.isfinite(value)):
-        raise TraceError('%s line %d: column %s is %r, expected a number '
+def _number(path, line, row, column, kind=int, minimum=0,
+            maximum=MAX_INTEGER):
+    text = row[column].strip()
+    pattern = _INTEGER if kind is int else _DECIMAL
+    # An ASCII number of at most MAX_SHOWN characters: a longer one is no
+    # plain count, and int() refuses more than 4,300 digits anyway.
+    if len(text) > MAX_SHOWN or not pattern.fullmatch(text):
+        raise TraceError('%s line %d: column %s is %s, expected a number '
+                         '(ASCII digits)' % (path, line, column,
+                                             _shown(text)))
+    value = kind(text)
+    if value < minimum:
+        raise TraceError('%s line %d: column %s is %s, expected a number '
                          '>= %s' % (path, line, column, text, minimum))
+    if value > maximum:
+        raise TraceError('%s line %d: column %s is %s, at most %s is '
+                         'allowed' % (path, line, column, text, maximum))
     return value
 
 
@@ -170,7 +270,10 @@ def read_hosts(path):
     """Read ``hosts.csv``: a list of :class:`TraceHost`.
 
     A cell with neither vCPUs nor RAM does not exist (single-cell hosts
-    list ``0,0`` for cell 1).
+    list ``0,0`` for cell 1).  A cell has at most :data:`MAX_CELL_VCPUS`
+    vCPUs and :data:`MAX_CELL_RAM_GB` GB.
+
+    :raises TraceError: naming the file, line and column at fault.
     """
     hosts = []
     seen = set()
@@ -180,17 +283,20 @@ def read_hosts(path):
             raise TraceError('%s line %d: empty host_id' % (path, line))
         if name in seen:
             raise TraceError('%s line %d: host %s listed twice'
-                             % (path, line, name))
+                             % (path, line, _shown(name, quote=False)))
         seen.add(name)
         cells = []
-        for cell in (0, 1):
-            vcpus = _number(path, line, row, 'numa%d_vcpus' % cell)
-            ram = _number(path, line, row, 'numa%d_ram_gb' % cell, float)
+        for cell in range(MAX_HOST_CELLS):
+            vcpus = _number(path, line, row, 'numa%d_vcpus' % cell,
+                            maximum=MAX_CELL_VCPUS)
+            ram = _number(path, line, row, 'numa%d_ram_gb' % cell, float,
+                          maximum=MAX_CELL_RAM_GB)
             if vcpus or ram:
                 cells.append((vcpus, _gb_to_mb(ram)))
         if not cells:
             raise TraceError('%s line %d: host %s has no NUMA cell with '
-                             'free vCPUs or RAM' % (path, line, name))
+                             'free vCPUs or RAM'
+                             % (path, line, _shown(name, quote=False)))
         hosts.append(TraceHost(name=name, rack=row['rack_id'].strip(),
                                cells=tuple(cells)))
     if not hosts:
@@ -199,19 +305,28 @@ def read_hosts(path):
 
 
 def read_requests(path):
-    """Read ``requests_C*.csv``: a list of :class:`Request`, by ``seq``."""
+    """Read ``requests_C*.csv``: a list of :class:`Request`, by ``seq``.
+
+    A flavor has at most :data:`MAX_FLAVOR_VCPUS` vCPUs and
+    :data:`MAX_FLAVOR_RAM_GB` GB (a whole host of the largest cells);
+    ``seq`` and ``domain`` are at most :data:`MAX_INTEGER`.
+
+    :raises TraceError: naming the file, line and column at fault.
+    """
     requests = []
     for line, row in _rows(path, REQUESTS_COLUMNS):
         numa = _number(path, line, row, 'numa', minimum=1)
         if numa not in (1, 2):
             raise TraceError('%s line %d: numa is %d, expected 1 or 2'
                              % (path, line, numa))
-        vcpus = _number(path, line, row, 'flavor_vcpus', minimum=1)
-        ram = _number(path, line, row, 'flavor_ram', float)
+        vcpus = _number(path, line, row, 'flavor_vcpus', minimum=1,
+                        maximum=MAX_FLAVOR_VCPUS)
+        ram = _number(path, line, row, 'flavor_ram', float,
+                      maximum=MAX_FLAVOR_RAM_GB)
         strategy = (row['strategy'] or '').strip() or NONE
         if strategy not in STRATEGIES:
-            raise TraceError('%s line %d: unknown strategy %r, expected one '
-                             'of %s' % (path, line, strategy,
+            raise TraceError('%s line %d: unknown strategy %s, expected one '
+                             'of %s' % (path, line, _shown(strategy),
                                         ', '.join(STRATEGIES[1:])))
         group = (row['group'] or '').strip()
         if strategy != NONE and not group:

@@ -238,6 +238,9 @@ class DeploymentSetStrategiesTest(DeploymentSetTestBase):
     def test_bad_input_is_no_valid_host(self):
         group = self.create_group()
         affinity = self.create_group(policy='affinity')
+        # Failed members stay in their group (in ERROR) with their hints:
+        # a group that no member named a strategy for must be a new one.
+        plain = self.create_group()
         cases = [
             ('strategy', dict(group=group, deployment_set_strategy='rack'),
              "deployment_set_strategy='rack' is not one of"),
@@ -256,6 +259,11 @@ class DeploymentSetStrategiesTest(DeploymentSetTestBase):
             ('too-big', dict(group=group, deployment_set_strategy='host',
                              deployment_set_max_size=50),
              'deployment_set_max_size=50 is above 20'),
+            ('fullwidth', dict(group=group, deployment_set_strategy='host',
+                               deployment_set_max_size='\uff15'),
+             "deployment_set_max_size='\uff15' is not an integer"),
+            ('no-strategy', dict(group=plain, deployment_set_max_size=3),
+             'scheduler hint(s) deployment_set_max_size need a strategy'),
         ]
         for name, hints, message in cases:
             hints = dict(hints)

@@ -532,6 +532,56 @@ class TestBadInput(FilterTestCase):
                 spec({'deployment_set_strategy': 'host',
                       'deployment_set_max_size': value}, group()), words)
 
+    def test_digits_of_other_scripts_are_not_integers(self):
+        # int() would read these as 10, 10 and 5.
+        for text in ('1_0', '\uff11\uff10', ' 5 '):
+            self.assertRejectedAll(
+                spec({'deployment_set_strategy': 'host',
+                      'deployment_set_max_size': text}, group()),
+                'deployment_set_max_size=%r is not an integer' % text)
+
+    def test_long_value_is_cut_in_the_log(self):
+        self.assertRejectedAll(
+            spec({'deployment_set_strategy': 'host',
+                  'deployment_set_max_size': '9' * 5000}, group()),
+            '... (5000 characters) is above 20')
+        self.assertNotIn('9' * 65, self.log.output)
+        self.assertLess(len(self.log.output), 1000)
+
+    def test_max_size_without_a_strategy(self):
+        # Neither the request nor a member names a strategy: the group is a
+        # plain anti-affinity group, which has no size cap; the hint must
+        # not be dropped silently.
+        self.add_member('a1')
+        self.assertRejectedAll(
+            spec({'deployment_set_max_size': '3'}, group()),
+            'scheduler hint(s) deployment_set_max_size need a strategy',
+            'nor any member of server group %s was booted with '
+            'deployment_set_strategy' % GROUP,
+            '--hint deployment_set_strategy=host, domain or partition')
+
+    def test_partition_without_a_strategy(self):
+        self.assertRejectedAll(
+            spec({'deployment_set_partition': '1',
+                  'deployment_set_max_size': '3'}, group()),
+            'scheduler hint(s) deployment_set_max_size, '
+            'deployment_set_partition need a strategy',
+            '--hint deployment_set_strategy=partition.')
+
+    def test_max_size_without_a_strategy_joins_a_set_with_one(self):
+        self.add_member('a1', strategy='host')
+        self.assertEqual(['a2', 'b1', 'b2', 'c1', 'lonely'], self.filtered(
+            spec({'deployment_set_max_size': '3'}, group())))
+
+    def test_move_of_a_member_booted_without_a_strategy(self):
+        # Accepted before the check existed: it must still be able to move
+        # (Nova's anti-affinity filter keeps it apart, as before).
+        self.add_member('a1', uuid=NEW)
+        self.add_member('b1')
+        self.assertEqual(list(ALL_HOSTS), self.filtered(
+            spec({'deployment_set_max_size': '3'}, group())))
+        self.assertNotIn('rejects the request', self.log.output)
+
     def test_hint_given_twice(self):
         self.assertRejectedAll(
             spec({'deployment_set_strategy': ['host', 'domain']}, group()),

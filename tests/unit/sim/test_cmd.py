@@ -3,7 +3,10 @@
 import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
+from unittest import mock
 
 from nova_sched_ext.cmd import sim
 from tests.unit.sim import base
@@ -111,3 +114,138 @@ class TestCommand(base.SimTestCase):
         summary = json.loads(out)
         self.assertEqual(60, summary['requests'])
         self.assertGreater(summary['departed'], 0)
+
+
+class TestBadInput(base.SimTestCase):
+    """Bad files and options: exit 2, one line on stderr, no traceback."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(lambda: [os.unlink(os.path.join(self.dir, n))
+                                 for n in os.listdir(self.dir)] and
+                        os.rmdir(self.dir))
+        self.hosts = self.path('hosts.csv', HOSTS)
+        self.requests = self.path('requests_T.csv', REQUESTS)
+
+    def path(self, name, data):
+        path = os.path.join(self.dir, name)
+        with open(path, 'wb') as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+        return path
+
+    def main(self, *argv):
+        """Run the command in-process: (exit status, stdout, stderr)."""
+        out, err = io.StringIO(), io.StringIO()
+        # main() configures the root logger; keep that out of other tests.
+        with mock.patch('sys.stdout', out), mock.patch('sys.stderr', err), \
+                mock.patch.object(sim.logging, 'basicConfig'):
+            try:
+                code = sim.main(list(argv))
+            except SystemExit as exc:
+                code = exc.code
+        return code, out.getvalue(), err.getvalue()
+
+    def assertFails(self, argv, *words):
+        code, _out, err = self.main(*argv)
+        self.assertEqual(2, code, err)
+        self.assertNotIn('Traceback', err)
+        self.assertEqual(1, len(err.splitlines()), err)
+        self.assertTrue(err.startswith('nova-sched-ext-sim: '), err)
+        for word in words:
+            self.assertIn(word, err)
+        return err
+
+    def assertBadHosts(self, data, *words):
+        hosts = self.path('bad-hosts.csv', data)
+        return self.assertFails(['--hosts', hosts,
+                                 '--requests', self.requests],
+                                hosts, *words)
+
+    def test_short_row_missing_rack_id(self):
+        self.assertBadHosts(
+            'host_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,numa1_ram_gb,'
+            'rack_id\nh1,8,16,0,0\n', 'line 2', 'rack_id')
+
+    def test_short_row_missing_host_id(self):
+        self.assertBadHosts(
+            'rack_id,host_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,'
+            'numa1_ram_gb\n0\n', 'line 2', 'host_id')
+
+    def test_not_utf8(self):
+        self.assertBadHosts(HOSTS.encode() + b'host-\xff,0,8,16,0,0\n',
+                            'line 5', 'not UTF-8')
+
+    def test_field_over_the_csv_limit(self):
+        err = self.assertBadHosts(
+            HOSTS + 'host-' + 'x' * 140000 + ',0,8,16,0,0\n',
+            'line 5', 'longer than 131072 characters')
+        self.assertLess(len(err), 500)
+
+    def test_host_too_large(self):
+        self.assertBadHosts(HOSTS + 'host-9,0,10000000,16,0,0\n',
+                            'line 5', 'numa0_vcpus', 'at most 1024')
+
+    def test_byte_order_mark_is_accepted(self):
+        hosts = self.path('bom-hosts.csv', b'\xef\xbb\xbf' + HOSTS.encode())
+        code, out, err = self.main('--hosts', hosts,
+                                   '--requests', self.requests,
+                                   '--limit', '2', '--fast', '--json')
+        self.assertEqual(0, code, err)
+        self.assertEqual(2, json.loads(out)['requests'])
+
+    def test_numeric_options(self):
+        synthetic = ['--synthetic', '5', '--synthetic-hosts', '2']
+        for argv, words in (
+                (['--synthetic-hosts', '-1', '--synthetic', '5'],
+                 ('--synthetic-hosts', 'at least 1', "'-1'")),
+                (['--synthetic-hosts', '0', '--synthetic', '5'],
+                 ('--synthetic-hosts', 'at least 1')),
+                (['--synthetic-hosts', 'many'],
+                 ('--synthetic-hosts', 'an integer', "'many'")),
+                (['--synthetic-hosts', '100001'],
+                 ('--synthetic-hosts', 'at most 100000')),
+                (['--synthetic-hosts', '1_0'],
+                 ('--synthetic-hosts', 'an integer')),
+                (['--synthetic', '10000001', '--synthetic-hosts', '2'],
+                 ('--synthetic', 'at most 10000000')),
+                (['--synthetic', '0', '--synthetic-hosts', '2'],
+                 ('--synthetic', 'at least 1')),
+                (synthetic + ['--arrival-rate', '0'],
+                 ('--arrival-rate', 'above 0', "'0'")),
+                (synthetic + ['--arrival-rate', '-2'],
+                 ('--arrival-rate', 'above 0')),
+                (synthetic + ['--arrival-rate', 'nan'],
+                 ('--arrival-rate', 'a finite number')),
+                (synthetic + ['--load', '0'], ('--load', 'above 0')),
+                (synthetic + ['--load', 'inf'], ('--load', 'finite')),
+                (synthetic + ['--mean-lifetime', '0'],
+                 ('--mean-lifetime', 'above 0')),
+                (synthetic + ['--group-share', '1.5'],
+                 ('--group-share', 'from 0 to 1')),
+                (['--limit', '0'], ('--limit', 'at least 1')),
+                (['--host-subset-size', '0'],
+                 ('--host-subset-size', 'at least 1')),
+                (['--sample-every', '-1'], ('--sample-every', 'at least 0')),
+                (['--slot-flavors', '-1'], ('--slot-flavors', 'at least 0')),
+                (['--ram-weight-multiplier', 'nan'],
+                 ('--ram-weight-multiplier', 'finite')),
+                (['--seed', '1.5'], ('--seed', 'an integer')),
+                (['--policy', 'best-fit', '--compare'],
+                 ('--policy and --compare exclude each other',)),
+        ):
+            self.assertFails(argv, *words)
+
+    def test_real_stderr_has_one_line(self):
+        # The console script's own stderr, not a patched one.
+        hosts = self.path('bad-hosts.csv', HOSTS.encode() + b'\xff\n')
+        for argv in (['--synthetic-hosts', '2', '--synthetic', '5',
+                      '--arrival-rate', '0'],
+                     ['--hosts', hosts, '--requests', self.requests]):
+            proc = subprocess.run(
+                [sys.executable, '-m', 'nova_sched_ext.cmd.sim'] + argv,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                universal_newlines=True, timeout=300)
+            self.assertEqual(2, proc.returncode, proc.stderr)
+            self.assertNotIn('Traceback', proc.stderr)
+            self.assertEqual(1, len(proc.stderr.splitlines()), proc.stderr)

@@ -93,6 +93,127 @@ class TestReaders(testtools.TestCase):
             trace.largest_flavors(requests, 2))
 
 
+HOSTS_HEADER = ('host_id,rack_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,'
+                'numa1_ram_gb\n')
+REQUESTS_HEADER = 'seq,flavor_vcpus,flavor_ram,numa,strategy,group,domain\n'
+
+
+class TestBadFiles(testtools.TestCase):
+    """Each bad file gives one TraceError naming the file, line and field.
+
+    None of them may escape as another exception: the command turns
+    TraceError, and only TraceError, into a message and exit status 2.
+    """
+
+    def write(self, data):
+        handle, path = tempfile.mkstemp(suffix='.csv')
+        with os.fdopen(handle, 'wb') as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+        self.addCleanup(os.unlink, path)
+        return path
+
+    def error(self, reader, data, *words):
+        path = self.write(data)
+        exc = self.assertRaises(trace.TraceError, reader, path)
+        message = str(exc)
+        self.assertIn(path, message)
+        for word in words:
+            self.assertIn(word, message)
+        self.assertLess(len(message), 400 + len(path), message)
+        return message
+
+    def test_short_row_missing_rack_id(self):
+        self.error(trace.read_hosts,
+                   'host_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,'
+                   'numa1_ram_gb,rack_id\nh1,8,16,0,0\n',
+                   'line 2', 'has 5 fields, the header 6', 'rack_id')
+
+    def test_short_row_missing_host_id(self):
+        self.error(trace.read_hosts,
+                   'rack_id,host_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,'
+                   'numa1_ram_gb\n0\n',
+                   'line 2', 'has 1 field, the header 6', 'host_id')
+
+    def test_short_request_row(self):
+        self.error(trace.read_requests, REQUESTS_HEADER + '0,2,4,1\n',
+                   'line 2', 'has 4 fields, the header 7',
+                   'strategy, group, domain')
+
+    def test_long_row(self):
+        self.error(trace.read_hosts, HOSTS_HEADER + 'h1,0,8,16,0,0,7\n',
+                   'line 2', 'has 7 fields, the header 6')
+
+    def test_not_utf8(self):
+        self.error(trace.read_hosts,
+                   HOSTS_HEADER.encode() + b'h1,0,8,16,0,0\n'
+                   b'h\xff2,0,8,16,0,0\n',
+                   'line 3', 'not UTF-8', '0xff')
+        self.error(trace.read_hosts, b'host_\xc3(id\n', 'line 1',
+                   'not UTF-8')
+
+    def test_field_over_the_csv_limit(self):
+        self.error(trace.read_hosts,
+                   HOSTS_HEADER + 'h' + 'x' * 140000 + ',0,8,16,0,0\n',
+                   'line 2', 'longer than 131072 characters')
+
+    def test_byte_order_mark_is_accepted(self):
+        path = self.write(b'\xef\xbb\xbf' + HOSTS_HEADER.encode() +
+                          b'h1,3,8,16,0,0\n')
+        [host] = trace.read_hosts(path)
+        self.assertEqual(('h1', '3', ((8, 16384),)),
+                         (host.name, host.rack, host.cells))
+        path = self.write(b'\xef\xbb\xbf' + REQUESTS_HEADER.encode() +
+                          b'0,2,4,1,,,\n')
+        self.assertEqual(1, len(trace.read_requests(path)))
+
+    def test_host_sizes_are_bounded(self):
+        self.error(trace.read_hosts, HOSTS_HEADER + 'h1,0,10000000,16,0,0\n',
+                   'line 2', 'numa0_vcpus', '10000000', 'at most 1024')
+        self.error(trace.read_hosts, HOSTS_HEADER + 'h1,0,8,16,1025,1\n',
+                   'line 2', 'numa1_vcpus', 'at most 1024')
+        self.error(trace.read_hosts, HOSTS_HEADER + 'h1,0,8,16385,0,0\n',
+                   'line 2', 'numa0_ram_gb', 'at most 16384')
+        # Would overflow converting to MiB.
+        self.error(trace.read_hosts, HOSTS_HEADER + 'h1,0,8,1e308,0,0\n',
+                   'line 2', 'numa0_ram_gb', 'at most 16384')
+        # The largest host allowed is read.
+        path = self.write(HOSTS_HEADER + 'h1,0,1024,16384,1024,16384\n')
+        [host] = trace.read_hosts(path)
+        self.assertEqual(((1024, 16384 * 1024),) * 2, host.cells)
+
+    def test_request_sizes_are_bounded(self):
+        self.error(trace.read_requests,
+                   REQUESTS_HEADER + '0,10000000,4,1,,,\n',
+                   'line 2', 'flavor_vcpus', 'at most 2048')
+        self.error(trace.read_requests,
+                   REQUESTS_HEADER + '0,2,1e300,1,,,\n',
+                   'line 2', 'flavor_ram', 'at most 32768')
+        self.error(trace.read_requests,
+                   REQUESTS_HEADER + '%s,2,4,1,,,\n' % ('9' * 5000),
+                   'line 2', 'seq', '(5000 characters)')
+        self.error(trace.read_requests,
+                   REQUESTS_HEADER + '0,2,4,1,fault_domain,1,%d\n'
+                   % 2 ** 31, 'line 2', 'domain', 'at most 2147483647')
+
+    def test_numbers_are_ascii(self):
+        for text in ('1_6', '\uff11\uff16', '\u0661\u0666', '0x10'):
+            self.error(trace.read_hosts,
+                       HOSTS_HEADER + 'h1,0,%s,16,0,0\n' % text,
+                       'line 2', 'numa0_vcpus', 'expected a number')
+            self.error(trace.read_hosts,
+                       HOSTS_HEADER + 'h1,0,16,%s,0,0\n' % text,
+                       'line 2', 'numa0_ram_gb', 'expected a number')
+        path = self.write(HOSTS_HEADER + ' h1 , 0 , 16 , 1.5e1 ,0,.5\n')
+        [host] = trace.read_hosts(path)
+        self.assertEqual(((16, 15360), (0, 512)), host.cells)
+
+    def test_long_value_is_cut(self):
+        message = self.error(trace.read_hosts,
+                             HOSTS_HEADER + 'h1,0,%s,16,0,0\n' % ('x' * 9000),
+                             'line 2', 'numa0_vcpus', '(9000 characters)')
+        self.assertNotIn('x' * 65, message)
+
+
 class TestSynthetic(testtools.TestCase):
 
     def test_seeded_and_shaped(self):
