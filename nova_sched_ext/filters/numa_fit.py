@@ -22,10 +22,10 @@ Enable it in ``nova.conf``::
     enabled_filters = ...,NUMAFitFilter,NUMATopologyFilter,...
 
 Options (group ``[nova_sched_ext]``): ``fit_backend`` chooses the C helper or
-the pure-Python twin; ``numa_fit_filter_log_summary`` logs one debug line per
-request.  Nova's ``[compute] packing_host_numa_cells_allocation_strategy``
-and ``[filter_scheduler] pci_in_placement`` are honoured as Nova honours
-them.
+the pure-Python twin (``c``: the C helper, or the scheduler does not start);
+``numa_fit_filter_log_summary`` logs one debug line per request.  Nova's
+``[compute] packing_host_numa_cells_allocation_strategy`` and
+``[filter_scheduler] pci_in_placement`` are honoured as Nova honours them.
 """
 
 import time
@@ -48,6 +48,12 @@ class NUMAFitFilter(filters.BaseHostFilter):
 
     # Like NUMATopologyFilter: a rebuild keeps the instance's topology.
     RUN_ON_REBUILD = False
+
+    def __init__(self):
+        super().__init__()
+        # fit_backend = c without a usable C helper: fail here, when Nova
+        # loads the filter, so that the scheduler does not start.
+        engine.check_backend()
 
     def host_passes(self, host_state, spec_obj):
         return bool(list(self.filter_all([host_state], spec_obj)))

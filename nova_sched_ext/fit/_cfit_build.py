@@ -4,8 +4,11 @@
 ``nova_sched_ext/fit/_c/cfit.c`` into the extension
 ``nova_sched_ext.fit._cfit``.
 Run it directly (``python nova_sched_ext/fit/_cfit_build.py``) to build in
-place.  ``NOVA_SCHED_EXT_SANITIZE=1`` builds with AddressSanitizer and
-UndefinedBehaviorSanitizer for the ``tox -e asan`` run.
+place.  The extension is imported by :mod:`nova_sched_ext.fit.lowlevel`
+only, which checks that its constants and struct sizes are the Python
+side's before using it.  ``NOVA_SCHED_EXT_SANITIZE=1`` builds with
+AddressSanitizer and UndefinedBehaviorSanitizer for the ``tox -e asan``
+run.
 """
 
 import os

@@ -2,7 +2,7 @@
 
 * :func:`prepared_host` turns a ``HostState`` into a
   :class:`~nova_sched_ext.fit.engine.PreparedHost`, cached on the
-  ``HostState`` until Nova changes it (see ``_version``).
+  ``HostState`` until Nova changes it (see :mod:`~.hoststamp`).
 * :func:`request_from_spec` turns a ``RequestSpec`` into a
   :class:`~nova_sched_ext.fit.model.Request`, or ``None`` when the request
   has no NUMA topology, or raises :class:`Unsupported` when it uses a feature
@@ -25,6 +25,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import hoststamp
 from nova_sched_ext.fit import model as m
 
 CONF = cfg.CONF
@@ -210,23 +211,9 @@ def _host_model(numa_topology, pci_stats, cpu_allocation_ratio,
 
 _NO_TOPOLOGY = engine.prepare(m.Host(cells=(), status=m.HOST_NO_TOPOLOGY))
 
-# The packed model is cached on the HostState itself, with what it was built
-# from. A host with a stamp (``updated`` set) is unchanged while ``updated``,
-# the free RAM, used vCPUs and ratios are: Nova's HostManager rebuilds the
-# numa_topology and pci_stats objects from the compute node on every request,
-# equal when the node's ``updated_at`` did not move (the database moves it on
-# every change), and consume_from_request stamps ``updated`` (it also changes
-# the PCI pools in place). The usage fields cover two compute node saves in
-# the same second (MySQL keeps whole seconds). A host without a stamp (built
-# by hand, or a node that never reported) is also compared by the identity
-# of its topology and PCI stats objects.
+# The packed model is cached on the HostState itself, with the host's
+# version (fit/hoststamp.py says when a host is unchanged, and why).
 _CACHE_ATTR = '_nova_sched_ext_fit'
-
-
-def _version(host_state):
-    return (host_state.updated, host_state.free_ram_mb,
-            host_state.vcpus_used, host_state.cpu_allocation_ratio,
-            host_state.ram_allocation_ratio)
 
 
 def host_room(host_state):
@@ -288,7 +275,7 @@ class _WarnedHosts(object):
         LOG.warning("nova-sched-ext treats host %(host)s (node %(node)s) "
                     "as unknown until it reports sane values: "
                     "%(problem)s. NUMAFitFilter leaves the host to "
-                    "NUMATopologyFilter, and NUMASlotWeigher weighs a NUMA "
+                    "NUMATopologyFilter, and NUMASlotWeigher weighs every "
                     "request there as on the worst host. Check the compute "
                     "node's allocation ratios and reported resources.",
                     {'host': host_state.host, 'node': host_state.nodename,
@@ -361,10 +348,11 @@ _UNSUPPORTED = engine.prepare(engine.UNSUPPORTED_HOST)
 
 
 def _refresh(host_state):
-    topology = host_state.numa_topology
-    pci_stats = host_state.pci_stats
+    # Read before the model is built: a host changed meanwhile then no
+    # longer matches the version, and is rebuilt at the next request.
+    version = hoststamp.version(host_state)
     try:
-        prepared = _build(host_state, topology)
+        prepared = _build(host_state, version.numa_topology)
     except BadHostValue as exc:
         # Unknown, without the host-level room its values cannot give.
         _BAD_HOSTS.warn(host_state, exc)
@@ -372,7 +360,7 @@ def _refresh(host_state):
     else:
         _BAD_HOSTS.forget(host_state)
     setattr(host_state, _CACHE_ATTR,
-            (topology, pci_stats, _version(host_state), prepared))
+            (hoststamp.vouching_stamp(version), version, prepared))
     return prepared
 
 
@@ -388,22 +376,20 @@ def rebuild_prepared_host(host_state):
 def prepared_hosts(host_states):
     """The cached, packed models of many ``HostState`` objects.
 
-    This runs for every host of every request: the cache check is inlined
-    (no call per host) to keep it to a few attribute reads.
+    This runs for every host of every request: a host whose stamp vouches
+    for it costs one stamp read and compare (no Python call); the others
+    ask :func:`hoststamp.unchanged`.
     """
     result = []
     append = result.append
     attr = _CACHE_ATTR
+    stamp = hoststamp.stamp
+    unchanged = hoststamp.unchanged
     for hs in host_states:
         entry = hs.__dict__.get(attr)
-        if (entry is not None and
-                entry[2] == (hs.updated, hs.free_ram_mb, hs.vcpus_used,
-                             hs.cpu_allocation_ratio,
-                             hs.ram_allocation_ratio) and
-                (hs.updated is not None or
-                 (entry[0] is hs.numa_topology and
-                  entry[1] is hs.pci_stats))):
-            prepared = entry[3]
+        if entry is not None and (entry[0] == stamp(hs) or
+                                  unchanged(entry[1], hs)):
+            prepared = entry[2]
         else:
             prepared = _refresh(hs)
         if len(hs.allocation_candidates) != 1:

@@ -1,13 +1,28 @@
 """The fit engine's face: one switch between the C helper and the twin.
 
 ``check_hosts(hosts, request)`` answers YES / NO / UNKNOWN for many prepared
-hosts in one call (one Python-to-C transition per request).  The C helper is
-used when it is built and loaded; ``NOVA_SCHED_EXT_FIT_BACKEND=python`` or
-``[nova_sched_ext] fit_backend = python`` force the pure-Python twin.  If the
-helper cannot be loaded the engine logs one warning and uses the twin: both
-give the same answers.
+hosts in one call (one Python-to-C transition per request), and
+``slot_weights`` counts slots for NUMASlotWeigher, in the C helper (reached
+through :mod:`~nova_sched_ext.fit.lowlevel` only) or in the pure-Python twin
+:mod:`~nova_sched_ext.fit.pyfit`; both give the same answers.
+
+Which one, ``[nova_sched_ext] fit_backend``:
+
+* ``auto``: the C helper when it can be used, else the twin (one warning);
+* ``c``: the C helper, or fail: :func:`check_backend` (called when the
+  plugins are created, so the scheduler does not start) and every call
+  raise :class:`~nova_sched_ext.fit.lowlevel.HelperUnavailable`, saying
+  why;
+* ``python``: the twin; ``NOVA_SCHED_EXT_FIT_BACKEND=python`` forces it
+  whatever the option says.
+
+One fallback rule (:func:`with_fallback`): when the C helper refuses its
+input, a bug, the call logs one error and is answered by the twin, whether
+it came through this module or through the slot arena.
 """
 
+import array
+import functools
 import os
 import threading
 import typing
@@ -15,15 +30,15 @@ import typing
 from oslo_log import log as logging
 
 from nova_sched_ext import conf
+from nova_sched_ext.fit import lowlevel
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import packing
 from nova_sched_ext.fit import pyfit
 
 LOG = logging.getLogger(__name__)
 
-_load_lock = threading.Lock()
-_cfit = None
-_cfit_tried = False
+_warn_lock = threading.Lock()
+_warned_unavailable = False
 
 
 class PreparedHost(typing.NamedTuple):
@@ -51,36 +66,82 @@ def prepare(host):
     return PreparedHost(host, packing.pack_host(host))
 
 
-def _load_cfit():
-    global _cfit, _cfit_tried
-    if _cfit_tried:
-        return _cfit
-    with _load_lock:
-        if not _cfit_tried:
-            try:
-                from nova_sched_ext.fit import _cfit as module
-                _cfit = module
-            except ImportError as exc:
-                LOG.warning('nova-sched-ext: the C fit helper could not be '
-                            'loaded (%s); using the pure-Python fit engine, '
-                            'which gives the same answers more slowly. '
-                            'Reinstall the package with a C compiler to '
-                            'build it.', exc)
-            _cfit_tried = True
-    return _cfit
-
-
 def _wanted_backend():
     if os.environ.get(conf.FIT_BACKEND_ENV, '').lower() == 'python':
         return 'python'
     return conf.CONF.nova_sched_ext.fit_backend
 
 
+def _unavailable(wanted):
+    """The backend to use without the helper: the twin, or fail for 'c'."""
+    global _warned_unavailable
+    reason = lowlevel.unavailable_reason()
+    if wanted == 'c':
+        raise lowlevel.HelperUnavailable(
+            'nova-sched-ext: [nova_sched_ext] fit_backend = c, but the C fit '
+            'helper cannot be used: %s. Reinstall nova-sched-ext where a C '
+            'compiler and the Python headers are installed so that it is '
+            'built, or set fit_backend = auto to run the pure-Python fit '
+            'engine instead.' % reason)
+    if not _warned_unavailable:
+        with _warn_lock:
+            if not _warned_unavailable:
+                LOG.warning('nova-sched-ext: the C fit helper cannot be used '
+                            '(%s); using the pure-Python fit engine, which '
+                            'gives the same answers more slowly. Reinstall '
+                            'the package with a C compiler to build it, or '
+                            'set [nova_sched_ext] fit_backend = python to '
+                            'say that the pure-Python engine is meant.',
+                            reason)
+                _warned_unavailable = True
+    return 'python'
+
+
 def backend_name():
-    """'c' or 'python': the implementation check_hosts will use."""
-    if _wanted_backend() == 'python':
+    """'c' or 'python': the implementation check_hosts will use.
+
+    :raises lowlevel.HelperUnavailable: ``fit_backend = c`` and the C
+        helper cannot be used
+    """
+    wanted = _wanted_backend()
+    if wanted == 'python':
         return 'python'
-    return 'c' if _load_cfit() is not None else 'python'
+    if lowlevel.available():
+        return 'c'
+    return _unavailable(wanted)
+
+
+def check_backend():
+    """Fail now if the configured backend cannot run.
+
+    The plugins call it when Nova creates them, so that ``fit_backend = c``
+    without a usable helper stops the scheduler at start, with the reason,
+    rather than at the first request.
+
+    :raises lowlevel.HelperUnavailable: as :func:`backend_name`
+    """
+    return backend_name()
+
+
+def with_fallback(c_call, twin_call):
+    """``c_call()``, or ``twin_call()`` when the C helper refuses its input.
+
+    The one fallback rule of the fit engine, for the fit, the slot counts
+    and the slot arena alike. A refusal is a bug (the adapters make a host
+    outside the bounds unknown before either engine sees it, and both
+    refuse the same inputs), so it is logged once per call, here, naming
+    the entry point and the error; the twin then answers that call, as it
+    would have with ``fit_backend = python``.
+    """
+    try:
+        return c_call()
+    except lowlevel.HelperError as exc:
+        LOG.error('nova-sched-ext: the C fit helper refused its input in '
+                  '%(entry_point)s (%(name)s, %(code)d); answering this '
+                  'call with the pure-Python fit engine. Please report this '
+                  'as a bug.', {'entry_point': exc.entry_point,
+                                'name': exc.name, 'code': exc.code})
+        return twin_call()
 
 
 def _check_python(hosts, request, pcis):
@@ -89,8 +150,12 @@ def _check_python(hosts, request, pcis):
             for i, prepared in enumerate(hosts)]
 
 
-def _check_c(cfit, hosts, request, pcis):
-    ffi, lib = cfit.ffi, cfit.lib
+def _check_c(hosts, request, pcis):
+    """:func:`check_hosts` in C.
+
+    :raises lowlevel.HelperError: the helper refused the input
+    """
+    words = None
     if request.pci is not None:
         # A host whose PCI devices could not be described is left to Nova.
         hosts = [h if pcis[i] is not None or h.model.status != m.HOST_OK
@@ -98,23 +163,7 @@ def _check_c(cfit, hosts, request, pcis):
         words = []
         for i, prepared in enumerate(hosts):
             words.extend(packing.pci_words(prepared.model, pcis[i]))
-        pci = ffi.new('int64_t[]', words)
-        pci_len = len(words)
-    else:
-        pci, pci_len = ffi.NULL, 0
-    buffer = b''.join([h.packed for h in hosts])
-    req = ffi.new('struct nse_request *')
-    ffi.memmove(req, packing.pack_request(request),
-                ffi.sizeof('struct nse_request'))
-    answers = ffi.new('unsigned char[]', max(len(hosts), 1))
-    rc = lib.nse_fit_hosts(ffi.from_buffer(buffer), len(buffer), len(hosts),
-                           req, pci, pci_len, answers)
-    if rc != 0:
-        LOG.error('nova-sched-ext: the C fit helper refused its input '
-                  '(error %d); answering with the pure-Python engine. '
-                  'Please report this as a bug.', rc)
-        return _check_python(hosts, request, pcis)
-    return list(ffi.unpack(answers, len(hosts)))
+    return lowlevel.fit_hosts([h.packed for h in hosts], request, words)
 
 
 def check_hosts(hosts, request, pcis=None):
@@ -126,13 +175,17 @@ def check_hosts(hosts, request, pcis=None):
     :param pcis: when ``request.pci`` is set, a sequence parallel to
         ``hosts`` of :class:`~nova_sched_ext.fit.model.HostPci` (None for a
         host whose devices are unknown: it is answered UNKNOWN)
+    :raises lowlevel.HelperUnavailable: ``fit_backend = c`` and the C
+        helper cannot be used
     """
     if m.request_problem(request) is not None:
         return [m.UNKNOWN] * len(hosts)
     if request.pci is not None and pcis is None:
         return [m.UNKNOWN] * len(hosts)
     if backend_name() == 'c':
-        return _check_c(_load_cfit(), hosts, request, pcis)
+        return with_fallback(
+            functools.partial(_check_c, hosts, request, pcis),
+            functools.partial(_check_python, hosts, request, pcis))
     return _check_python(hosts, request, pcis)
 
 
@@ -145,69 +198,43 @@ def fits(host, request, pci=None):
 _UNSUPPORTED_PREPARED = prepare(UNSUPPORTED_HOST)
 
 
-def _slots_c(cfit, hosts, shapes, shape_weights, request, counts=True):
-    ffi, lib = cfit.ffi, cfit.lib
-    n_hosts, n_shapes = len(hosts), len(shapes)
-    buffer = b''.join([h.packed for h in hosts])
-    c_shapes = ffi.new('struct nse_shape[]', max(n_shapes, 1))
-    packed_shapes = b''.join(packing.pack_shape(s) for s in shapes)
-    ffi.memmove(c_shapes, packed_shapes, len(packed_shapes))
-    c_weights = ffi.new('double[]', list(shape_weights) or [0.0])
-    c_request = ffi.NULL
-    if request is not None:
-        c_request = ffi.new('struct nse_shape *')
-        ffi.memmove(c_request, packing.pack_shape(request),
-                    ffi.sizeof('struct nse_shape'))
-    cells = max(n_hosts * n_shapes, 1)
-    before = ffi.new('int32_t[]', cells)
-    after = ffi.new('int32_t[]', cells)
-    weights = ffi.new('double[]', max(n_hosts, 1))
-    rc = lib.nse_slots(ffi.from_buffer(buffer), len(buffer), n_hosts,
-                       c_shapes, c_weights, n_shapes, c_request, before,
-                       after, weights)
-    if rc != 0:
-        LOG.error('nova-sched-ext: the C slot counter refused its input '
-                  '(error %d); answering with the pure-Python engine. '
-                  'Please report this as a bug.', rc)
-        return None
-    total = n_hosts * n_shapes if counts else 0
-    return (ffi.unpack(before, total),
-            ffi.unpack(after, total) if request is not None else [],
-            ffi.unpack(weights, n_hosts) if request is not None else [])
+def _room_weights_c(records, shapes, request, room_cap):
+    """Room-mode weights through nse_slot_weights_indexed, without memo.
 
-
-def _room_weights_c(cfit, hosts, shapes, shape_weights, request,
-                    room_cap):
-    """Room-mode weights through nse_slot_weights_indexed, without memo."""
-    ffi, lib = cfit.ffi, cfit.lib
-    n_hosts, n_shapes = len(hosts), len(shapes)
-    records = [h.packed for h in hosts]
-    buffer = b''.join(records)
-    offsets, offset = [], 0
-    for record in records:
-        offsets.append(offset)
+    The records carry their own allocation candidates.
+    """
+    arena = b''.join(records)
+    offsets, offset = array.array('q', bytes(8 * len(records))), 0
+    for i, record in enumerate(records):
+        offsets[i] = offset
         offset += len(record)
-    c_shapes = ffi.new('struct nse_shape[]', max(n_shapes, 1))
-    packed_shapes = b''.join(packing.pack_shape(s) for s in shapes)
-    ffi.memmove(c_shapes, packed_shapes, len(packed_shapes))
-    c_weights = ffi.new('double[]', list(shape_weights) or [0.0])
-    c_request = ffi.new('struct nse_shape *')
-    ffi.memmove(c_request, packing.pack_shape(request),
-                ffi.sizeof('struct nse_shape'))
-    weights = ffi.new('double[]', max(n_hosts, 1))
-    # the records carry their own allocation candidates
-    rc = lib.nse_slot_weights_indexed(
-        ffi.from_buffer(buffer), len(buffer),
-        ffi.new('int64_t[]', offsets or [0]), n_hosts,
-        ffi.new('int32_t[]', list(range(n_hosts)) or [0]), ffi.NULL,
-        n_hosts, c_shapes, c_weights, n_shapes, c_request,
-        max(int(room_cap), 0), ffi.NULL, 0, 0, 0, weights)
-    if rc != 0:
-        LOG.error('nova-sched-ext: the C slot counter refused its input '
-                  '(error %d); answering with the pure-Python engine. '
-                  'Please report this as a bug.', rc)
-        return None
-    return ffi.unpack(weights, n_hosts)
+    index = list(range(len(records)))
+    return lowlevel.slot_weights_indexed(arena, len(arena), offsets,
+                                         len(records), index, None, shapes,
+                                         request, room_cap)
+
+
+def _slot_weights_c(hosts, shapes, shape_weights, request, counts,
+                    room_cap):
+    """:func:`slot_weights` in C.
+
+    :raises lowlevel.HelperError: the helper refused the input
+    """
+    packed = lowlevel.packed_shapes(shapes, shape_weights)
+    records = [h.packed for h in hosts]
+    if room_cap is None:
+        return lowlevel.slots(records, packed, request, counts)
+    # the counts (if wanted) as usual, the weights in room mode
+    before, after = [], []
+    if counts:
+        before, after, _weights = lowlevel.slots(records, packed, request)
+    return before, after, _room_weights_c(records, packed, request,
+                                          room_cap)
+
+
+def _slot_weights_python(hosts, shapes, shape_weights, request, room_cap):
+    return pyfit.slot_weights([h.model for h in hosts], shapes,
+                              shape_weights, request, room_cap)
 
 
 def slot_weights(hosts, shapes, shape_weights, request=None, counts=True,
@@ -227,25 +254,15 @@ def slot_weights(hosts, shapes, shape_weights, request=None, counts=True,
     :returns: ``(before, after, weights)``: flat host-major lists of slot
         counts (``after`` -1 where the request cannot be placed), and one
         NUMASlotWeigher raw weight per host (empty without a request)
+    :raises lowlevel.HelperUnavailable: ``fit_backend = c`` and the C
+        helper cannot be used
     """
     if room_cap is not None and request is None:
         raise ValueError('room mode needs a request')
+    twin = functools.partial(_slot_weights_python, hosts, shapes,
+                             shape_weights, request, room_cap)
     if backend_name() == 'c':
-        cfit = _load_cfit()
-        if room_cap is None:
-            result = _slots_c(cfit, hosts, shapes, shape_weights, request,
-                              counts)
-        else:
-            # the counts (if wanted) as usual, the weights in room mode
-            result = _slots_c(cfit, hosts, shapes, shape_weights,
-                              request if counts else None, counts)
-            weights = _room_weights_c(cfit, hosts, shapes, shape_weights,
-                                      request, room_cap)
-            if result is not None and weights is not None:
-                result = (result[0], result[1], weights)
-            else:
-                result = None
-        if result is not None:
-            return result
-    return pyfit.slot_weights([h.model for h in hosts], shapes,
-                              shape_weights, request, room_cap)
+        return with_fallback(
+            functools.partial(_slot_weights_c, hosts, shapes, shape_weights,
+                              request, counts, room_cap), twin)
+    return twin()

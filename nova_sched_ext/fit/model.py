@@ -7,6 +7,12 @@ being scheduled.  Both are plain, immutable tuples built by
 same data packed by :mod:`nova_sched_ext.fit.packing`.
 
 Units follow Nova: memory in MiB, page sizes in KiB, page counts in pages.
+
+The integer constants below are also ``cfit.h``'s (``NSE_<name>``), kept
+here so that the package works without the C helper: the helper is only
+used when it exports the same values
+(:data:`nova_sched_ext.fit.lowlevel.EXPECTED_CONSTANTS`), and
+``tests/unit/fit/test_lowlevel.py`` compares them with the header.
 """
 
 import typing
@@ -43,7 +49,7 @@ PCI_LEGACY = 0
 PCI_REQUIRED = 1
 PCI_PREFERRED = 2
 
-# Limits of the supported subset; the C helper uses the same numbers.
+# Limits of the supported subset.
 MAX_CELLS = 16
 MAX_PAGE_SIZES = 8
 MAX_THREADS = 16

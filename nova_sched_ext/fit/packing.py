@@ -1,18 +1,83 @@
 """Pack model tuples into the byte layout of ``_c/cfit.h``.
 
-The layouts here and in the header must match field for field; a unit test
-compares ``struct`` sizes with ``ffi.sizeof`` so a drift fails loudly.
+Each struct of the header is described here once, field by field
+(``*_FIELDS``: name and :mod:`struct` code, in the header's order, no
+implicit padding), and the :class:`struct.Struct` that packs it is built
+from that description. The layouts must match the header's: the compiled
+helper reports its own struct sizes (``nse_get_layout``) and
+:mod:`~nova_sched_ext.fit.lowlevel` refuses a helper that disagrees;
+``tests/unit/fit/test_lowlevel.py`` also compares every field offset with
+the compiled helper's.
 """
 
 import struct
 
 from nova_sched_ext.fit import model as m
 
-HOST = struct.Struct('=6i2d4q')
-CELL = struct.Struct('=3q%dq8i%di i' % (4 * m.MAX_PAGE_SIZES,
-                                        m.MAX_THREADS + 1))
-REQUEST_HEAD = struct.Struct('=8i')
-REQUEST_CELL = struct.Struct('=2q6i')
+HOST_FIELDS = (
+    ('status', 'i'), ('n_cells', 'i'), ('has_limits', 'i'),
+    ('has_pci_stats', 'i'), ('candidates', 'i'), ('reserved_', 'i'),
+    ('cpu_allocation_ratio', 'd'), ('ram_allocation_ratio', 'd'),
+    ('total_vcpus', 'q'), ('free_vcpus', 'q'), ('total_memory_mb', 'q'),
+    ('free_memory_mb', 'q'),
+)
+CELL_FIELDS = (
+    ('memory', 'q'), ('memory_usage', 'q'), ('pci_devices', 'q'),
+    ('page_size_kb', '%dq' % m.MAX_PAGE_SIZES),
+    ('page_total', '%dq' % m.MAX_PAGE_SIZES),
+    ('page_used', '%dq' % m.MAX_PAGE_SIZES),
+    ('page_reserved', '%dq' % m.MAX_PAGE_SIZES),
+    ('id', 'i'), ('cpus', 'i'), ('pcpus', 'i'), ('free_pcpus', 'i'),
+    ('cpu_usage', 'i'), ('threads_per_core', 'i'), ('pcpus_are_cpus', 'i'),
+    ('n_pages', 'i'),
+    # free_sibling_hist[s]: sibling sets with s free threads, s = 0..max
+    ('free_sibling_hist', '%di' % (m.MAX_THREADS + 1)),
+    ('reserved_', 'i'),
+)
+REQUEST_FIELDS = (
+    ('n_cells', 'i'), ('emulator_threads_isolated', 'i'), ('has_pci', 'i'),
+    ('pci_count', 'i'), ('pci_policy', 'i'), ('has_pci_requests', 'i'),
+    ('pack', 'i'), ('reserved_', 'i'),
+)
+REQUEST_CELL_FIELDS = (
+    ('memory', 'q'), ('pagesize', 'q'), ('id', 'i'), ('cpus', 'i'),
+    ('pcpus', 'i'), ('cpu_policy', 'i'), ('thread_policy', 'i'),
+    ('reserved_', 'i'),
+)
+# struct nse_request ends with cells[MAX_CELLS], struct nse_shape with its
+# struct nse_request numa: packed as REQUEST_HEAD then the cells.
+SHAPE_FIELDS = (('vcpus', 'q'), ('memory_mb', 'q'))
+
+
+def _struct(fields):
+    return struct.Struct('=' + ''.join(code for _name, code in fields))
+
+
+def offsets(fields):
+    """``{field name: byte offset}`` of a ``*_FIELDS`` description."""
+    result, offset = {}, 0
+    for name, code in fields:
+        result[name] = offset
+        offset += struct.calcsize('=' + code)
+    return result
+
+
+HOST = _struct(HOST_FIELDS)
+CELL = _struct(CELL_FIELDS)
+REQUEST_HEAD = _struct(REQUEST_FIELDS)
+REQUEST_CELL = _struct(REQUEST_CELL_FIELDS)
+SHAPE_HEAD = _struct(SHAPE_FIELDS)
+
+#: The size of each struct of cfit.h as packed here, by the name
+#: ``nse_get_layout`` gives it.
+SIZES = {
+    'host': HOST.size,
+    'host_cell': CELL.size,
+    'request': REQUEST_HEAD.size + m.MAX_CELLS * REQUEST_CELL.size,
+    'request_cell': REQUEST_CELL.size,
+    'shape': SHAPE_HEAD.size + REQUEST_HEAD.size +
+    m.MAX_CELLS * REQUEST_CELL.size,
+}
 
 _PAD_PAGES = (0,) * m.MAX_PAGE_SIZES
 
@@ -65,8 +130,7 @@ def pack_request(request):
         parts.append(REQUEST_CELL.pack(
             cell.memory, cell.pagesize, cell.id, cell.cpus, cell.pcpus,
             cell.cpu_policy, cell.thread_policy, 0))
-    empty = REQUEST_CELL.pack(0, 0, 0, 0, 0, 0, 0, 0)
-    parts.extend([empty] * (m.MAX_CELLS - len(request.cells)))
+    parts.extend([_EMPTY_CELL] * (m.MAX_CELLS - len(request.cells)))
     return b''.join(parts)
 
 
@@ -80,14 +144,12 @@ def pci_words(host, pci):
             [pci.matching_no_numa, pci.eligible_no_numa, pci.eligible_all])
 
 
-SHAPE_HEAD = struct.Struct('=2q')
-
-
 def pack_shape(shape):
     """Bytes of a struct nse_shape."""
     return SHAPE_HEAD.pack(shape.vcpus, shape.memory_mb) + \
         pack_request(shape.numa)
 
 
+_EMPTY_CELL = REQUEST_CELL.pack(0, 0, 0, 0, 0, 0, 0, 0)
 _EMPTY_REQUEST = REQUEST_HEAD.pack(0, 0, 0, 0, 0, 0, 0, 0) + \
-    REQUEST_CELL.pack(0, 0, 0, 0, 0, 0, 0, 0) * m.MAX_CELLS
+    _EMPTY_CELL * m.MAX_CELLS

@@ -457,6 +457,11 @@ def place(host, request):
 
 
 def _place(host, request):
+    if host.status not in (m.HOST_OK, m.HOST_NO_TOPOLOGY):
+        # The engine cannot tell, whatever the request: such a host weighs
+        # as the worst host (cfit.c's place_request too), never as one
+        # where the request costs nothing.
+        return None
     after = host._replace(free_vcpus=host.free_vcpus - request.vcpus,
                           free_memory_mb=host.free_memory_mb -
                           request.memory_mb)

@@ -14,7 +14,7 @@
 
 A :class:`SlotArena` holds, for one list of reference shapes and weights,
 
-* the packed record of every ``HostState`` it has seen, in one C buffer
+* the packed record of every ``HostState`` it has seen, in one buffer
   (``offsets[slot]`` says where each host's record starts), repacked only
   when the host changed;
 * a memo of raw weights per request shape and host (a request's weight on
@@ -25,32 +25,29 @@ A :class:`SlotArena` holds, for one list of reference shapes and weights,
 A request then costs three passes over the hosts that run in C (``map``
 and ``compress``: nothing in Python per host): the slot of each host, its
 stamp against the stamp its record was built at, its number of allocation
-candidates. Then one C call (``nse_slot_weights_indexed``) reads the memo
-or counts the slots of the hosts it misses.
+candidates (capped in Python only when not every host has one). Then one
+C call (``nse_slot_weights_indexed``, through
+:mod:`~nova_sched_ext.fit.lowlevel`) reads the memo or counts the slots of
+the hosts it misses.
 
-How a host is known to be unchanged: by its *stamp*, ``updated``,
-``free_ram_mb`` and ``vcpus_used``. Nova's ``HostManager`` rebuilds a
-host's NUMA topology and PCI stats objects from the compute node on every
-request, but sets ``updated`` to the compute node's ``updated_at``, which
-the database moves on every change of the record; ``consume_from_request``
-stamps ``updated`` too. So an equal stamp means an equal record, and the
-rebuilt objects need not be looked at. The usage fields cover two saves of
-a compute node within the same second (``updated_at`` has a resolution of
-one second in MySQL): each instance claimed or dropped changes them.
+Whether a host changed since its record was built is
+:mod:`~nova_sched_ext.fit.hoststamp`'s answer, as for the filter's
+per-host cache: the stamp pass compares ``hoststamp.stamp`` with the
+stamp recorded, and only the hosts whose stamps differ (or that have
+none) are asked ``hoststamp.unchanged``, in Python.
 
-A host without a stamp (``updated`` is None: a compute node that never
-reported, or a host built by hand) is compared field by field with what its
-record was built from: ``updated``, the NUMA topology and PCI stats objects
-by identity, the host-level usage and totals and the allocation ratios by
-value, as the per-host cache of :func:`adapters.prepared_hosts` does. The
-arena keeps the objects it compares alive, so an identity is never compared
-with a recycled object.
+When the helper refuses its input the memo is suspect and the arena starts
+over; the call is answered by the pure-Python twin
+(:func:`nova_sched_ext.fit.engine.with_fallback`, the fit engine's one
+fallback rule).
 
 Thread safety: weighers are shared by every request thread; each arena
 call holds the arena's lock, and the C call does not keep pointers past
 its return.
 """
 
+from array import array
+import functools
 from itertools import compress
 from itertools import repeat
 import operator
@@ -60,24 +57,13 @@ import threading
 
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
-from nova_sched_ext.fit import packing
+from nova_sched_ext.fit import hoststamp
+from nova_sched_ext.fit import lowlevel
+from nova_sched_ext.fit import pyfit
 
-# A host's version: everything its packed record is built from, compared
-# for hosts without a stamp.
-_VERSION = operator.attrgetter(
-    'updated', 'numa_topology', 'pci_stats', 'free_ram_mb', 'vcpus_used',
-    'cpu_allocation_ratio', 'ram_allocation_ratio', 'vcpus_total',
-    'total_usable_ram_mb')
-# A host's stamp (see the module's docstring), and what a host without
-# one is compared with: never equal, so that it is checked field by field.
-_STAMP = operator.attrgetter('updated', 'free_ram_mb', 'vcpus_used')
-_UNSTAMPED = object()
 _CANDIDATES = operator.attrgetter('allocation_candidates')
 _NAN = float('nan')
-
-
-class ArenaError(Exception):
-    """The C helper refused the arena's input (a bug: please report)."""
+_NAN_ARRAY = array('d', [_NAN])
 
 
 class SlotArena(object):
@@ -94,18 +80,11 @@ class SlotArena(object):
 
     def __init__(self, shapes, shape_weights, memo_columns=32,
                  max_hosts=200000):
-        cfit = engine._load_cfit()
-        if cfit is None:
-            raise ArenaError('the C fit helper is not available')
-        self._ffi, self._lib = cfit.ffi, cfit.lib
+        lowlevel.require()
         self.shapes = tuple(shapes)
         self.shape_weights = tuple(float(w) for w in shape_weights)
-        ffi = self._ffi
-        self._c_shapes = ffi.new('struct nse_shape[]', max(len(shapes), 1))
-        packed = b''.join(packing.pack_shape(s) for s in self.shapes)
-        ffi.memmove(self._c_shapes, packed, len(packed))
-        self._c_weights = ffi.new('double[]', list(self.shape_weights) or
-                                  [0.0])
+        self._packed_shapes = lowlevel.packed_shapes(self.shapes,
+                                                     self.shape_weights)
         self._memo_columns = memo_columns
         self._max_hosts = max_hosts
         self._lock = threading.Lock()
@@ -115,41 +94,46 @@ class SlotArena(object):
     def _clear(self):
         # host state -> its slot
         self._slot_by_host = {}
-        # slot -> the stamp its record was built at (_UNSTAMPED for a host
-        # without one), its version, its packed record bytes (compaction)
+        # slot -> the stamp that vouches for its record (see
+        # hoststamp.vouching_stamp), the host's version, its packed record
+        # bytes (compaction)
         self._stamps = []
         self._versions = []
         self._records = []
         self._capacity = 0
-        self._offsets = self._ffi.new('int64_t[]', 1)
-        self._memo = self._ffi.new('double[]', 1)
-        self._arena = self._ffi.new('unsigned char[]', 8)
-        self._arena_size = 8
+        self._offsets = array('q', [0])
+        self._memo = array('d', [_NAN])
+        self._new_arena(8)
         self._used = 0
         self._requests.clear()
+
+    def _new_arena(self, size):
+        # int64 words, so that every record (a multiple of 8 bytes) starts
+        # 8-byte aligned, as the helper requires; written through a byte
+        # view.
+        self._arena = array('q', bytes(size))
+        self._arena_bytes = memoryview(self._arena).cast('B')
+        self._arena_size = size
 
     # -- hosts ---------------------------------------------------------------
 
     def _grow_slots(self, wanted):
         # The memo is column-major (one column per request shape), so that
         # a request reads its column in slot order.
-        ffi = self._ffi
-        capacity = max(wanted, 2 * self._capacity, 64)
+        old = self._capacity
+        capacity = max(wanted, 2 * old, 64)
         cols = self._memo_columns
-        offsets = ffi.new('int64_t[]', capacity)
-        memo = ffi.new('double[]', [_NAN] * (capacity * cols))
-        if self._capacity:
-            ffi.memmove(offsets, self._offsets,
-                        self._capacity * ffi.sizeof('int64_t'))
+        offsets = array('q', bytes(8 * capacity))
+        memo = _NAN_ARRAY * (capacity * cols)
+        if old:
+            offsets[:old] = self._offsets[:old]
             for col in range(cols):
-                ffi.memmove(memo + col * capacity,
-                            self._memo + col * self._capacity,
-                            self._capacity * ffi.sizeof('double'))
+                memo[col * capacity:col * capacity + old] = \
+                    self._memo[col * old:(col + 1) * old]
         self._offsets, self._memo = offsets, memo
         self._capacity = capacity
 
     def _write_record(self, slot, record):
-        ffi = self._ffi
         old = self._records[slot] if slot < len(self._records) else None
         if old is not None and len(old) == len(record):
             offset = self._offsets[slot]
@@ -158,7 +142,7 @@ class SlotArena(object):
                 self._compact(len(record))
             offset = self._used
             self._used += len(record)
-        ffi.memmove(self._arena + offset, record, len(record))
+        self._arena_bytes[offset:offset + len(record)] = record
         self._offsets[slot] = offset
         if old is None:
             self._records.append(record)
@@ -169,14 +153,13 @@ class SlotArena(object):
         # Records that changed size were appended; copy the live ones into
         # a new buffer large enough for them, the next one, and growth.
         live = sum(len(r) for r in self._records)
-        size = max(2 * (live + extra), 4096)
-        arena = self._ffi.new('unsigned char[]', size)
+        self._new_arena(max(2 * (live + extra), 4096))
         used = 0
         for slot, record in enumerate(self._records):
-            self._ffi.memmove(arena + used, record, len(record))
+            self._arena_bytes[used:used + len(record)] = record
             self._offsets[slot] = used
             used += len(record)
-        self._arena, self._arena_size, self._used = arena, size, used
+        self._used = used
 
     def _store(self, host_state, slot):
         """(Re)build the record of a host, in its slot or a new one.
@@ -191,12 +174,12 @@ class SlotArena(object):
         agree with each other; its stamp or version no longer matches, so
         it is tried again at the next request.
         """
+        # Read before the record is built, as the filter's cache does.
+        version = hoststamp.version(host_state)
         # The record is built for one allocation candidate; the C call
         # gets each request's number of candidates.
         record = adapters.rebuild_prepared_host(host_state).packed
-        version = _VERSION(host_state)
-        stamp = _UNSTAMPED if host_state.updated is None \
-            else _STAMP(host_state)
+        stamp = hoststamp.vouching_stamp(version)
         new = slot is None
         if new:
             slot = len(self._records)
@@ -215,34 +198,18 @@ class SlotArena(object):
             self._versions[slot] = version
         return slot
 
-    def _checked_slot(self, hs, slot):
-        """The slot of a host its stamp did not vouch for, rebuilt if changed.
-
-        That is a host without a stamp, or one whose stamp moved.
-        """
-        v = self._versions[slot]
-        if (v[0] == hs.updated and v[1] is hs.numa_topology and
-                v[2] is hs.pci_stats and v[3] == hs.free_ram_mb and
-                v[4] == hs.vcpus_used and
-                v[5] == hs.cpu_allocation_ratio and
-                v[6] == hs.ram_allocation_ratio and
-                v[7] == hs.vcpus_total and
-                v[8] == hs.total_usable_ram_mb):
-            return slot
-        return self._store(hs, slot)
-
     def _slots_of(self, host_states):
         """The slots of the hosts, storing the ones that changed.
 
         Two passes over the hosts, in C (``map``, ``compress``; nothing per
         host stays allocated): the slots by host, then each host's stamp
-        against the one its record was built at. Reading the three stamp
-        fields in one pass matters at thousands of hosts, where each pass
-        over Nova's ``HostState`` objects is bound by memory latency; and
+        against the one its record was built at. Reading the stamp fields
+        in one pass matters at thousands of hosts, where each pass over
+        Nova's ``HostState`` objects is bound by memory latency; and
         comparing rather than hashing them, since Nova hands over new
         ``updated`` objects on every request and hashing an aware datetime
-        allocates. Only the hosts that are new, changed or without a stamp
-        are looked at in Python.
+        allocates. Only the hosts that are new, or whose stamps do not
+        vouch for them, are looked at in Python.
         """
         if len(self._slot_by_host) > self._max_hosts:
             # Hosts Nova dropped are still held: start over.
@@ -253,10 +220,12 @@ class SlotArena(object):
             for i in compress(positions, map(is_, slots, repeat(None))):
                 slots[i] = self._store(host_states[i], None)
         suspect = compress(positions, map(
-            ne, map(_STAMP, host_states),
+            ne, map(hoststamp.stamp, host_states),
             map(self._stamps.__getitem__, slots)))
         for i in list(suspect):
-            slots[i] = self._checked_slot(host_states[i], slots[i])
+            host_state, slot = host_states[i], slots[i]
+            if not hoststamp.unchanged(self._versions[slot], host_state):
+                slots[i] = self._store(host_state, slot)
         return slots
 
     # -- requests ------------------------------------------------------------
@@ -269,7 +238,7 @@ class SlotArena(object):
                 self._requests.clear()
                 size = self._capacity * self._memo_columns
                 if size:
-                    self._memo[0:size] = [_NAN] * size
+                    self._memo[0:size] = _NAN_ARRAY * size
             column = self._requests[key] = len(self._requests)
         return column
 
@@ -277,38 +246,53 @@ class SlotArena(object):
         """NUMASlotWeigher's raw weights of ``host_states`` for a request.
 
         The same numbers as :func:`nova_sched_ext.fit.engine.slot_weights`
-        with ``counts=False`` over :func:`adapters.prepared_hosts`.
+        with ``counts=False`` over :func:`adapters.prepared_hosts`. When
+        the C helper refuses the input, the arena starts over and the
+        pure-Python twin answers (one error logged).
 
         :param host_states: a list of Nova ``HostState``
         :param request: the request's :class:`~fit.model.Shape`
         :param room_cap: None, or the room mode's cap (0: none)
-        :raises ArenaError: the C helper refused the input
+        """
+        if not host_states:
+            return []
+        return engine.with_fallback(
+            functools.partial(self._weights_c, host_states, request,
+                              room_cap),
+            functools.partial(self._weights_twin, host_states, request,
+                              room_cap))
+
+    def _weights_c(self, host_states, request, room_cap):
+        """:meth:`weights` in C.
+
+        :raises lowlevel.HelperError: the helper refused the input (the
+            arena has started over)
         """
         n = len(host_states)
-        if not n:
-            return []
-        ffi, lib = self._ffi, self._lib
-        candidates = list(map(adapters.candidate_count,
-                              map(_CANDIDATES, host_states)))
-        c_request = ffi.new('struct nse_shape *')
-        ffi.memmove(c_request, packing.pack_shape(request),
-                    ffi.sizeof('struct nse_shape'))
-        out = ffi.new('double[]', n)
+        # Almost always one candidate each: count them in C, and cap them
+        # (adapters.candidate_count) in Python only when they differ.
+        candidates = list(map(len, map(_CANDIDATES, host_states)))
+        if candidates.count(1) == n:
+            candidates = None
+        else:
+            candidates = list(map(adapters.candidate_count,
+                                  map(_CANDIDATES, host_states)))
         with self._lock:
             slots = self._slots_of(host_states)
             column = self._column((request, room_cap))
-            index = ffi.new('int32_t[]', slots)
-            c_candidates = ffi.NULL if candidates.count(1) == n else \
-                ffi.new('int32_t[]', candidates)
-            rc = lib.nse_slot_weights_indexed(
-                self._arena, self._used, self._offsets, len(self._records),
-                index, c_candidates, n, self._c_shapes, self._c_weights,
-                len(self.shapes), c_request,
-                -1 if room_cap is None else max(int(room_cap), 0),
-                self._memo, self._capacity, column, self._memo_columns, out)
-            if rc != 0:
+            try:
+                return lowlevel.slot_weights_indexed(
+                    self._arena, self._used, self._offsets,
+                    len(self._records), slots, candidates,
+                    self._packed_shapes, request, room_cap,
+                    memo=self._memo, memo_rows=self._capacity,
+                    memo_col=column, memo_cols=self._memo_columns)
+            except lowlevel.HelperError:
                 # Whatever the memo holds is suspect: start over.
                 self._clear()
-                raise ArenaError('nse_slot_weights_indexed refused its '
-                                 'input (error %d)' % rc)
-        return ffi.unpack(out, n)
+                raise
+
+    def _weights_twin(self, host_states, request, room_cap):
+        prepared = adapters.prepared_hosts(host_states)
+        return pyfit.slot_weights([p.model for p in prepared], self.shapes,
+                                  self.shape_weights, request, room_cap)[2]

@@ -23,8 +23,9 @@ All hosts and reference flavors are counted in one call into the C fit
 engine. With the C helper, packed hosts and their weights per request shape
 are kept between requests (:mod:`nova_sched_ext.fit.slotcache`), so a
 request only counts the hosts that changed since the last request of its
-shape. A request the engine cannot place on a host (outside its supported
-subset) weighs as much as the worst host.
+shape. A host the engine cannot place the request on (outside its
+supported subset) weighs as much as the worst host, and so does a host the
+engine treats as unknown (absurd reported values), whatever the request.
 
 Options, group ``[nova_sched_ext]``:
 
@@ -248,6 +249,9 @@ class NUMASlotWeigher(weights.BaseHostWeigher):
 
     def __init__(self):
         super().__init__()
+        # fit_backend = c without a usable C helper: fail here, when Nova
+        # loads the weigher, so that the scheduler does not start.
+        engine.check_backend()
         self.references = ReferenceFlavors()
         self._arenas = _ArenaHolder()
         # The multiplier option as the last weigh_objects read it. Nova's

@@ -17,19 +17,6 @@
 
 #include "cfit.h"
 
-#define CPU_SHARED 0
-#define CPU_DEDICATED 1
-#define CPU_MIXED 2
-#define THREAD_PREFER 0
-#define THREAD_REQUIRE 1
-#define THREAD_ISOLATE 2
-#define PAGESIZE_SMALL -1
-#define PAGESIZE_LARGE -2
-#define PAGESIZE_ANY -3
-#define PCI_LEGACY 0
-#define PCI_REQUIRED 1
-#define PCI_PREFERRED 2
-
 #define PIN_NONE 0
 #define PIN_EMPTY 1
 #define PIN_SOME 2
@@ -119,9 +106,9 @@ static int64_t pick_page_size(const struct nse_host_cell *cell,
     }
     first = 0;
     last = n;                  /* exclusive */
-    if (pagesize == PAGESIZE_SMALL)
+    if (pagesize == NSE_PAGESIZE_SMALL)
         first = n > 0 ? n - 1 : 0;
-    else if (pagesize == PAGESIZE_LARGE)
+    else if (pagesize == NSE_PAGESIZE_LARGE)
         last = n > 0 ? n - 1 : 0;
     for (i = first; i < last; i++)
         if (can_fit_pagesize(cell, sizes[i], memory_kb, 1))
@@ -161,7 +148,7 @@ static int pack_onto_cores(const struct nse_host_cell *cell, int64_t wanted,
             largest = t;
     }
 
-    if (thread_policy == THREAD_ISOLATE) {
+    if (thread_policy == NSE_THREAD_ISOLATE) {
         if (largest < tpc)
             return 0;
         if (tpc != 1 && !cell->pcpus_are_cpus)
@@ -171,11 +158,11 @@ static int pack_onto_cores(const struct nse_host_cell *cell, int64_t wanted,
                reserved_ok(reserved, pin, total_free - wanted * tpc);
     }
 
-    if (thread_policy == THREAD_REQUIRE && tpc <= 1)
+    if (thread_policy == NSE_THREAD_REQUIRE && tpc <= 1)
         return 0;
     pin = PIN_NONE;
     for (t = largest; t >= 1; t--) {
-        if (thread_policy == THREAD_REQUIRE && t <= 1)
+        if (thread_policy == NSE_THREAD_REQUIRE && t <= 1)
             continue;
         pin = pinning(t, at_least[t], wanted);
         if (pin == PIN_NONE ||
@@ -183,7 +170,7 @@ static int pack_onto_cores(const struct nse_host_cell *cell, int64_t wanted,
             continue;
         break;
     }
-    if (thread_policy != THREAD_REQUIRE && pin != PIN_SOME)
+    if (thread_policy != NSE_THREAD_REQUIRE && pin != PIN_SOME)
         pin = pinning(1, total_free, wanted);
     return pin != PIN_NONE && reserved_ok(reserved, pin, total_free - wanted);
 }
@@ -197,10 +184,10 @@ static int fit_cell(const struct nse_host *host,
                     const struct nse_request_cell *req, int64_t *pagesize,
                     int reserved, int *pinned)
 {
-    int dedicated = req->cpu_policy == CPU_DEDICATED ||
-                    req->cpu_policy == CPU_MIXED;
-    int shared = req->cpu_policy == CPU_SHARED ||
-                 req->cpu_policy == CPU_MIXED;
+    int dedicated = req->cpu_policy == NSE_CPU_DEDICATED ||
+                    req->cpu_policy == NSE_CPU_MIXED;
+    int shared = req->cpu_policy == NSE_CPU_SHARED ||
+                 req->cpu_policy == NSE_CPU_MIXED;
     int64_t memory_kb = req->memory * 1024;
 
     *pinned = 0;
@@ -279,7 +266,7 @@ static void order_cells(struct search *s)
     for (i = 0; i < n; i++)
         key[i] = s->cells[i].memory - s->cells[i].memory_usage;
     stable_sort(s->order, n, key, !pack);
-    if (s->req->cells[0].cpu_policy == CPU_SHARED) {
+    if (s->req->cells[0].cpu_policy == NSE_CPU_SHARED) {
         for (i = 0; i < n; i++)
             key[i] = s->cells[i].cpu_usage;
         stable_sort(s->order, n, key, pack);
@@ -309,9 +296,9 @@ static int pci_fits(const struct search *s)
         m += matching[s->perm[k]];
         e += eligible[s->perm[k]];
     }
-    if (req->pci_policy == PCI_REQUIRED || m >= wanted)
+    if (req->pci_policy == NSE_PCI_REQUIRED || m >= wanted)
         return e >= wanted;
-    if (req->pci_policy == PCI_LEGACY || m + matching_no_numa >= wanted)
+    if (req->pci_policy == NSE_PCI_LEGACY || m + matching_no_numa >= wanted)
         return e + eligible_no_numa >= wanted;
     return eligible_all >= wanted;
 }
@@ -417,16 +404,16 @@ static int check_request(const struct nse_request *req)
             return 0;
         if (c->pagesize > NSE_MAX_PAGE_SIZE_KB)
             return 0;
-        if (c->cpu_policy < CPU_SHARED || c->cpu_policy > CPU_MIXED)
+        if (c->cpu_policy < NSE_CPU_SHARED || c->cpu_policy > NSE_CPU_MIXED)
             return 0;
-        if (c->thread_policy < THREAD_PREFER ||
-                c->thread_policy > THREAD_ISOLATE)
+        if (c->thread_policy < NSE_THREAD_PREFER ||
+                c->thread_policy > NSE_THREAD_ISOLATE)
             return 0;
-        if (c->pagesize < PAGESIZE_ANY)
+        if (c->pagesize < NSE_PAGESIZE_ANY)
             return 0;
     }
-    if (req->has_pci && (req->pci_policy < PCI_LEGACY ||
-                         req->pci_policy > PCI_PREFERRED ||
+    if (req->has_pci && (req->pci_policy < NSE_PCI_LEGACY ||
+                         req->pci_policy > NSE_PCI_PREFERRED ||
                          req->pci_count < 0))
         return 0;
     return 1;
@@ -535,6 +522,15 @@ static int fit_host(const struct nse_host *host,
             break;
     }
     return NSE_NO;
+}
+
+void nse_get_layout(struct nse_layout *layout)
+{
+    layout->host = (int64_t)sizeof(struct nse_host);
+    layout->host_cell = (int64_t)sizeof(struct nse_host_cell);
+    layout->request = (int64_t)sizeof(struct nse_request);
+    layout->request_cell = (int64_t)sizeof(struct nse_request_cell);
+    layout->shape = (int64_t)sizeof(struct nse_shape);
 }
 
 /* Read the host record at *offset and advance it; 0 or NSE_ERR_*. */
@@ -648,11 +644,11 @@ static int page_candidate(const struct nse_host_cell *cell, int p,
     int64_t size = cell->page_size_kb[p], smallest = smallest_page(cell);
     if (pagesize > 0)
         return size == pagesize;
-    if (pagesize == PAGESIZE_SMALL)
+    if (pagesize == NSE_PAGESIZE_SMALL)
         return size == smallest;
-    if (pagesize == PAGESIZE_LARGE)
+    if (pagesize == NSE_PAGESIZE_LARGE)
         return size != smallest;
-    return pagesize == PAGESIZE_ANY;
+    return pagesize == NSE_PAGESIZE_ANY;
 }
 
 /* How many copies of one instance cell fit in one host cell alone. */
@@ -660,10 +656,10 @@ static int64_t cell_units(const struct nse_host *host,
                           const struct nse_host_cell *cell,
                           const struct nse_request_cell *want)
 {
-    int dedicated = want->cpu_policy == CPU_DEDICATED ||
-                    want->cpu_policy == CPU_MIXED;
-    int shared = want->cpu_policy == CPU_SHARED ||
-                 want->cpu_policy == CPU_MIXED;
+    int dedicated = want->cpu_policy == NSE_CPU_DEDICATED ||
+                    want->cpu_policy == NSE_CPU_MIXED;
+    int shared = want->cpu_policy == NSE_CPU_SHARED ||
+                 want->cpu_policy == NSE_CPU_MIXED;
     int64_t memory_kb = want->memory * 1024;
     int64_t units = SLOTS_MAX;
     int p, t;
@@ -705,11 +701,11 @@ static int64_t cell_units(const struct nse_host *host,
         int64_t threads = 0;
         if (want->pcpus > cell->pcpus)
             return 0;
-        if (want->thread_policy == THREAD_ISOLATE) {
+        if (want->thread_policy == NSE_THREAD_ISOLATE) {
             if (cell->threads_per_core != 1 && !cell->pcpus_are_cpus)
                 return 0;
             threads = cell->free_sibling_hist[cell->threads_per_core];
-        } else if (want->thread_policy == THREAD_REQUIRE) {
+        } else if (want->thread_policy == NSE_THREAD_REQUIRE) {
             if (cell->threads_per_core <= 1)
                 return 0;
             for (t = 2; t <= NSE_MAX_THREADS; t++)
@@ -829,7 +825,7 @@ static void take_threads(struct nse_host_cell *cell, int64_t wanted,
 {
     int t, size, threads = 1;
 
-    if (policy == THREAD_ISOLATE) {
+    if (policy == NSE_THREAD_ISOLATE) {
         int tpc = cell->threads_per_core;
         int64_t cores = min64(wanted, cell->free_sibling_hist[tpc]);
         cell->free_sibling_hist[tpc] -= (int32_t)cores;
@@ -866,7 +862,9 @@ static void take_threads(struct nse_host_cell *cell, int64_t wanted,
 }
 
 /* The host's cells once the request is placed as Nova places it; returns 0
- * when the request does not fit (or the engine cannot tell). */
+ * when the request does not fit (or the engine cannot tell: on a host of
+ * unknown status, a request without NUMA cells too, so that such a host
+ * weighs as the worst host for every request, as pyfit._place). */
 static int place_request(const struct nse_host *host,
                          const struct nse_host_cell *cells,
                          const struct nse_shape *request,
@@ -885,6 +883,8 @@ static int place_request(const struct nse_host *host,
     host_after->free_vcpus -= request->vcpus;
     host_after->free_memory_mb -= request->memory_mb;
     *changed = 0;
+    if (host->status != NSE_HOST_OK && host->status != NSE_HOST_NO_TOPOLOGY)
+        return 0;
     if (req->n_cells == 0)
         return 1;
     if (fit_host(host, cells, req, NULL, &s) != NSE_YES)
@@ -897,7 +897,8 @@ static int place_request(const struct nse_host *host,
         int64_t size = s.pagesize[pos];
         int64_t pinned = want->pcpus;
 
-        if (want->cpu_policy == CPU_SHARED || want->cpu_policy == CPU_MIXED)
+        if (want->cpu_policy == NSE_CPU_SHARED ||
+                want->cpu_policy == NSE_CPU_MIXED)
             cell->cpu_usage += want->cpus;
         cell->memory_usage += want->memory;
         if (cell->n_pages > 0) {
@@ -911,8 +912,8 @@ static int place_request(const struct nse_host *host,
         }
         if (pos == 0 && req->emulator_threads_isolated)
             pinned += 1;
-        if (want->cpu_policy == CPU_DEDICATED ||
-                want->cpu_policy == CPU_MIXED)
+        if (want->cpu_policy == NSE_CPU_DEDICATED ||
+                want->cpu_policy == NSE_CPU_MIXED)
             take_threads(cell, pinned, want->thread_policy);
     }
     return 1;

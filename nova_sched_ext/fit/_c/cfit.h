@@ -30,6 +30,22 @@
 #define NSE_HOST_NO_TOPOLOGY 1
 #define NSE_HOST_UNSUPPORTED 2
 
+/* Codes of a request cell's CPU allocation policy, thread policy and page
+ * size (> 0: an explicit size in KiB), and of the PCI NUMA affinity policy. */
+#define NSE_CPU_SHARED 0
+#define NSE_CPU_DEDICATED 1
+#define NSE_CPU_MIXED 2
+#define NSE_THREAD_PREFER 0
+#define NSE_THREAD_REQUIRE 1
+#define NSE_THREAD_ISOLATE 2
+#define NSE_PAGESIZE_NONE 0
+#define NSE_PAGESIZE_SMALL -1
+#define NSE_PAGESIZE_LARGE -2
+#define NSE_PAGESIZE_ANY -3
+#define NSE_PCI_LEGACY 0
+#define NSE_PCI_REQUIRED 1
+#define NSE_PCI_PREFERRED 2
+
 #define NSE_ERR_TRUNCATED -1
 #define NSE_ERR_BAD_HOST -2
 #define NSE_ERR_BAD_REQUEST -3
@@ -103,6 +119,23 @@ struct nse_shape {
     int64_t memory_mb;
     struct nse_request numa;
 };
+
+/*
+ * The sizes of the structs above as cfit.c was compiled.  The Python side
+ * packs records with its own layouts (fit/packing.py); fit/lowlevel.py
+ * refuses a helper whose sizes or constants differ from them, so that a
+ * helper built from another version of this header is never fed records it
+ * would misread.
+ */
+struct nse_layout {
+    int64_t host;
+    int64_t host_cell;
+    int64_t request;
+    int64_t request_cell;
+    int64_t shape;
+};
+
+void nse_get_layout(struct nse_layout *layout);
 
 /*
  * Answer, for each of n_hosts records in hosts[0..hosts_len), whether the

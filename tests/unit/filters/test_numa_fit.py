@@ -13,11 +13,11 @@ from nova import objects
 from nova.scheduler.filters import numa_topology_filter
 from nova.tests.unit.scheduler import fakes
 from oslo_utils.fixture import uuidsentinel as uuids
-import testtools
 
 from nova_sched_ext.filters import numa_fit
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from tests import base
 from tests.unit.fit import strategies
 
 
@@ -64,7 +64,7 @@ def host_topology(pcpus_per_cell, cells=2, pinned=()):
         for i in range(cells)])
 
 
-class TestNUMAFitFilter(testtools.TestCase):
+class TestNUMAFitFilter(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -222,7 +222,7 @@ class TestNUMAFitFilter(testtools.TestCase):
         self.assertEqual(nova_only, both)
 
 
-class TestAdapters(testtools.TestCase):
+class TestAdapters(base.TestCase):
 
     def test_host_without_siblings_is_unsupported(self):
         topology = host_topology(2)
@@ -239,7 +239,7 @@ class TestAdapters(testtools.TestCase):
                           [request])
 
 
-class TestHostsWithAbsurdValues(testtools.TestCase):
+class TestHostsWithAbsurdValues(base.TestCase):
     """A host with absurd numbers is kept for Nova, with one warning.
 
     Issue 11: such a host made the filter log a traceback on every request
@@ -322,7 +322,7 @@ def cell_with(**values):
         **fields)])
 
 
-class TestAbsurdHostValues(testtools.TestCase):
+class TestAbsurdHostValues(base.TestCase):
     """The adapters' bounds: what makes a host unknown, what does not."""
 
     def setUp(self):

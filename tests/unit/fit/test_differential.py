@@ -24,13 +24,14 @@ from nova.tests.unit.scheduler import fakes
 from nova.virt import hardware
 from oslo_config import cfg
 from oslo_utils.fixture import uuidsentinel as uuids
-import testtools
 
 from nova_sched_ext.filters import numa_fit
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import lowlevel
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import pyfit
+from tests import base
 from tests.unit.fit import strategies
 
 CONF = cfg.CONF
@@ -87,12 +88,12 @@ def engine_answers(host_topology, instance_topology, ratios, pci_stats,
         pcis = [adapters.host_pci(state, pci_requests[0])]
     prepared = [engine.prepare(host)]
     python = engine._check_python(prepared, request, pcis)[0]
-    cfit = engine._load_cfit()
-    c = engine._check_c(cfit, prepared, request, pcis)[0] if cfit else python
+    c = engine._check_c(prepared, request, pcis)[0] \
+        if lowlevel.available() else python
     return python, c
 
 
-class TestDifferential(testtools.TestCase):
+class TestDifferential(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -179,7 +180,7 @@ class TestDifferential(testtools.TestCase):
         self._check(data, 4, 3, tight_mixed=True)
 
 
-class TestPyfitDirect(testtools.TestCase):
+class TestPyfitDirect(base.TestCase):
     """Cases worth pinning down by name, beside the random ones."""
 
     def _cell(self, **kw):
@@ -225,7 +226,7 @@ class TestPyfitDirect(testtools.TestCase):
         self.assertEqual(m.UNKNOWN, engine.fits(host, request))
 
 
-class TestMixedPolicyRegression(testtools.TestCase):
+class TestMixedPolicyRegression(base.TestCase):
     """Issue 11's minimal case: a mixed flavor on a three-cell host.
 
     Instance cell 1 pins on host cell 0 and fails there on its shared CPUs;

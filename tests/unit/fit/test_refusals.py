@@ -14,10 +14,11 @@ from unittest import mock
 
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import lowlevel
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import packing
 from nova_sched_ext.fit import pyfit
-import testtools
+from tests import base
 
 
 def cell(**changes):
@@ -74,44 +75,42 @@ BAD_REQUESTS = {
 }
 
 
-class TestBothEnginesRefuse(testtools.TestCase):
+class TestBothEnginesRefuse(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.cfit = engine._load_cfit()
-        if self.cfit is None:
+        if not lowlevel.available():
             self.skipTest('the C fit helper is not built')
+        # the helper's own values (lib.NSE_*)
+        self.c = lowlevel.helper_constants()
 
-    def _c_fit(self, hosts_bytes, n_hosts, req):
-        ffi, lib = self.cfit.ffi, self.cfit.lib
-        c_req = ffi.new('struct nse_request *')
-        ffi.memmove(c_req, packing.pack_request(req),
-                    ffi.sizeof('struct nse_request'))
-        answers = ffi.new('unsigned char[]', max(n_hosts, 1))
-        return lib.nse_fit_hosts(ffi.from_buffer(hosts_bytes),
-                                 len(hosts_bytes), n_hosts, c_req, ffi.NULL,
-                                 0, answers), list(answers)[:n_hosts]
+    @staticmethod
+    def _c_fit(record, req):
+        """(return code, answers) of nse_fit_hosts for one host record."""
+        try:
+            return 0, lowlevel.fit_hosts([record], req)
+        except lowlevel.HelperError as exc:
+            return exc.code, None
 
-    def _c_slots(self, hosts_bytes, n_hosts, shape, weight=1.0):
-        ffi, lib = self.cfit.ffi, self.cfit.lib
-        c_shape = ffi.new('struct nse_shape *')
-        ffi.memmove(c_shape, packing.pack_shape(shape),
-                    ffi.sizeof('struct nse_shape'))
-        out = max(n_hosts, 1)
-        return lib.nse_slots(
-            ffi.from_buffer(hosts_bytes), len(hosts_bytes), n_hosts,
-            c_shape, ffi.new('double[]', [weight]), 1, c_shape,
-            ffi.new('int32_t[]', out), ffi.new('int32_t[]', out),
-            ffi.new('double[]', out))
+    @staticmethod
+    def _c_slots(record, shape, weight=1.0):
+        """The return code of nse_slots for one host record."""
+        try:
+            lowlevel.slots([record], lowlevel.packed_shapes([shape],
+                                                            [weight]),
+                           shape)
+        except lowlevel.HelperError as exc:
+            return exc.code
+        return 0
 
     def test_a_good_host_is_accepted_by_both(self):
         good = host(cpu_allocation_ratio=float(m.MAX_ALLOCATION_RATIO),
                     candidates=m.MAX_CANDIDATES)
         self.assertIsNone(m.host_problem(good))
-        rc, answers = self._c_fit(packing.pack_host(good), 1, request())
+        rc, answers = self._c_fit(packing.pack_host(good), request())
         self.assertEqual(0, rc)
         self.assertEqual([pyfit.fits(good, request())], answers)
-        self.assertEqual(0, self._c_slots(packing.pack_host(good), 1, SHAPE))
+        self.assertEqual(0, self._c_slots(packing.pack_host(good), SHAPE))
         self.assertEqual(m.YES, engine.fits(good, request()))
 
     def test_bad_hosts_are_refused_by_both(self):
@@ -122,10 +121,10 @@ class TestBothEnginesRefuse(testtools.TestCase):
             self.assertRaises(m.InvalidInput, pyfit.slot_weights, [bad],
                               [SHAPE], [1.0], SHAPE)
             record = packing.pack_host(bad)
-            rc, _answers = self._c_fit(record, 1, request())
-            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_HOST, rc, name)
-            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_HOST,
-                             self._c_slots(record, 1, SHAPE), name)
+            rc, _answers = self._c_fit(record, request())
+            self.assertEqual(self.c['NSE_ERR_BAD_HOST'], rc, name)
+            self.assertEqual(self.c['NSE_ERR_BAD_HOST'],
+                             self._c_slots(record, SHAPE), name)
 
     def test_a_bad_host_is_unknown_alone(self):
         good = engine.prepare(host())
@@ -141,12 +140,12 @@ class TestBothEnginesRefuse(testtools.TestCase):
         for name, bad in BAD_REQUESTS.items():
             self.assertIsNotNone(m.request_problem(bad), name)
             self.assertRaises(m.InvalidInput, pyfit.fits, host(), bad)
-            rc, _answers = self._c_fit(record, 1, bad)
-            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_REQUEST, rc, name)
+            rc, _answers = self._c_fit(record, bad)
+            self.assertEqual(self.c['NSE_ERR_BAD_REQUEST'], rc, name)
             shape = m.Shape(vcpus=1, memory_mb=1, numa=bad)
             self.assertRaises(m.InvalidInput, pyfit.slots, host(), shape)
-            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_REQUEST,
-                             self._c_slots(record, 1, shape), name)
+            self.assertEqual(self.c['NSE_ERR_BAD_REQUEST'],
+                             self._c_slots(record, shape), name)
             self.assertEqual([m.UNKNOWN],
                              engine.check_hosts([engine.prepare(host())],
                                                 bad), name)
@@ -156,8 +155,8 @@ class TestBothEnginesRefuse(testtools.TestCase):
         for weight in (math.nan, math.inf, -1.0):
             self.assertRaises(m.InvalidInput, pyfit.slot_weights, [host()],
                               [SHAPE], [weight], SHAPE)
-            self.assertEqual(self.cfit.lib.NSE_ERR_BAD_REQUEST,
-                             self._c_slots(record, 1, SHAPE, weight))
+            self.assertEqual(self.c['NSE_ERR_BAD_REQUEST'],
+                             self._c_slots(record, SHAPE, weight))
 
     def test_floor_div_of_nan_and_inf(self):
         self.assertEqual(0, pyfit._floor_div(math.nan, 3))
@@ -165,16 +164,16 @@ class TestBothEnginesRefuse(testtools.TestCase):
         self.assertEqual(3, pyfit._floor_div(10.5, 3))
 
     def test_bounds_are_the_headers(self):
-        lib = self.cfit.lib
-        self.assertEqual(lib.NSE_MAX_CANDIDATES, m.MAX_CANDIDATES)
-        self.assertEqual(lib.NSE_MAX_ALLOCATION_RATIO,
+        c = self.c
+        self.assertEqual(c['NSE_MAX_CANDIDATES'], m.MAX_CANDIDATES)
+        self.assertEqual(c['NSE_MAX_ALLOCATION_RATIO'],
                          m.MAX_ALLOCATION_RATIO)
-        self.assertEqual(lib.NSE_MAX_CPUS, m.MAX_CPUS)
-        self.assertEqual(lib.NSE_MAX_AMOUNT, m.MAX_AMOUNT)
-        self.assertEqual(lib.NSE_MAX_PAGE_SIZE_KB, m.MAX_PAGE_SIZE_KB)
+        self.assertEqual(c['NSE_MAX_CPUS'], m.MAX_CPUS)
+        self.assertEqual(c['NSE_MAX_AMOUNT'], m.MAX_AMOUNT)
+        self.assertEqual(c['NSE_MAX_PAGE_SIZE_KB'], m.MAX_PAGE_SIZE_KB)
 
 
-class TestCandidateBound(testtools.TestCase):
+class TestCandidateBound(base.TestCase):
     """A host's allocation candidates bound no loop on their own."""
 
     def test_count_is_capped(self):

@@ -17,12 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nova import objects
 from nova.tests.unit.scheduler import fakes
-import testtools
 
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import hoststamp
 from nova_sched_ext.fit import pyfit
 from nova_sched_ext.fit import slotcache
+from tests import base
 from tests.unit.fit import strategies
 from tests.unit.fit import test_slots
 
@@ -47,11 +48,11 @@ def fresh(hosts, shapes, weights, request, room_cap):
 
 
 def bench_host(cells):
-    from nova_sched_ext.cmd import bench
+    from nova_sched_ext.offline.bench import cli as bench
     return bench.host_topology(objects, cells)
 
 
-class TestSlotArena(testtools.TestCase):
+class TestSlotArena(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -124,7 +125,7 @@ class TestSlotArena(testtools.TestCase):
         return self._clock[0]
 
     def _cloud(self, count, seed=1):
-        from nova_sched_ext.cmd import bench
+        from nova_sched_ext.offline.bench import cli as bench
         rng = random.Random(seed)
         hosts = bench._cloud(objects, count, rng)
         for h in hosts:
@@ -135,7 +136,7 @@ class TestSlotArena(testtools.TestCase):
         return hosts
 
     def _shapes(self):
-        from nova_sched_ext.cmd import bench
+        from nova_sched_ext.offline.bench import cli as bench
         topology = bench.instance_topology(objects, 1, 4, 4096)
         small = test_slots.to_shape(topology)._replace(vcpus=0,
                                                        memory_mb=4096)
@@ -152,7 +153,7 @@ class TestSlotArena(testtools.TestCase):
         self.check(arena, hosts[:70], small)
         self.check(arena, hosts, big, 0)
         # records of another size are appended, then compacted
-        from nova_sched_ext.cmd import bench
+        from nova_sched_ext.offline.bench import cli as bench
         for h in hosts[::3]:
             h.numa_topology = bench.host_topology(objects, 1)
             h.updated = None
@@ -198,7 +199,7 @@ class TestSlotArena(testtools.TestCase):
             hosts[2].updated += datetime.timedelta(seconds=1)
             self.check(arena, hosts, big)
             self.assertEqual(3, rebuild.call_count)
-            self.assertEqual([slotcache._STAMP(h) for h in hosts],
+            self.assertEqual([hoststamp.stamp(h) for h in hosts],
                              arena._stamps)
 
     def test_hosts_without_a_stamp_are_compared_field_by_field(self):
@@ -215,7 +216,7 @@ class TestSlotArena(testtools.TestCase):
             hosts[1].ram_allocation_ratio = 1.0
             self.check(arena, hosts, small)
             self.assertEqual(2, rebuild.call_count)
-        self.assertEqual([slotcache._UNSTAMPED] * len(hosts), arena._stamps)
+        self.assertEqual([hoststamp.NO_STAMP] * len(hosts), arena._stamps)
 
     def test_threads_share_one_arena(self):
         small, big = self._shapes()
@@ -242,7 +243,7 @@ class TestSlotArena(testtools.TestCase):
             t.join()
         self.assertEqual([], failures)
 
-    def test_refused_input_raises_and_starts_over(self):
+    def test_refused_input_falls_back_to_the_twin_and_starts_over(self):
         small, big = self._shapes()
         hosts = self._cloud(5)
         arena = slotcache.SlotArena([big], [16.0])
@@ -250,8 +251,16 @@ class TestSlotArena(testtools.TestCase):
         arena._offsets[0] = 1 << 40
         # memo hits do not read the record; a new request shape does
         arena.weights(hosts, small)
-        self.assertRaises(slotcache.ArenaError, arena.weights, hosts, big)
+        logs = self.useFixture(fixtures.FakeLogger(level='ERROR'))
+        # The engine's one fallback rule: one error, the twin's weights.
+        got = arena.weights(hosts, big)
+        self.assertEqual(fresh(hosts, arena.shapes, arena.shape_weights,
+                               big, None)[1], got)
+        self.assertEqual(1, len(logs.output.splitlines()), logs.output)
+        self.assertIn('nse_slot_weights_indexed (NSE_ERR_TRUNCATED, -1)',
+                      logs.output)
         # nothing half-done is kept
+        self.assertEqual({}, arena._slot_by_host)
         self.check(arena, hosts, small)
 
     def test_no_hosts(self):
@@ -260,7 +269,7 @@ class TestSlotArena(testtools.TestCase):
             [], small))
 
 
-class TestAHostThatCannotBeStored(testtools.TestCase):
+class TestAHostThatCannotBeStored(base.TestCase):
     """A host whose record fails to build leaves the arena as it was.
 
     Issue 11: the failed host stayed registered in a slot without a record,
@@ -343,7 +352,7 @@ class TestAHostThatCannotBeStored(testtools.TestCase):
         self.check(self.arena, self.hosts, self.small)
 
 
-class TestHostsWithAbsurdValues(testtools.TestCase):
+class TestHostsWithAbsurdValues(base.TestCase):
     """Absurd values make a host unknown in the arena, with one warning."""
 
     def setUp(self):
@@ -357,7 +366,7 @@ class TestHostsWithAbsurdValues(testtools.TestCase):
         self.small, self.big = cloud._shapes()
         self.check = cloud.check
         self.good, self.bad, self.later = cloud._cloud(3, seed=11)
-        from nova_sched_ext.cmd import bench
+        from nova_sched_ext.offline.bench import cli as bench
         # Hosts the requests fit, each with a weight of its own.
         for i, h in enumerate((self.good, self.bad, self.later)):
             h.numa_topology = bench.host_topology(

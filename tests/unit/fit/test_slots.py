@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 from nova import objects
 from nova.objects import fields
 from nova.virt import hardware
-import testtools
 
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import lowlevel
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import pyfit
+from tests import base
 from tests.unit.fit import strategies
 
 EXAMPLES = int(os.environ.get('NOVA_SCHED_EXT_HYPOTHESIS_EXAMPLES', '600'))
@@ -81,7 +82,7 @@ def to_shape(instance_topology):
                    numa=adapters.request_from_topology(instance_topology))
 
 
-class TestSlots(testtools.TestCase):
+class TestSlots(base.TestCase):
 
     def _both(self, host, shape):
         c, _, _ = engine.slot_weights([engine.prepare(host)], [shape], [1.0])
@@ -126,9 +127,11 @@ class TestSlots(testtools.TestCase):
         weights = [float(data.draw(st.integers(1, 32))) for _ in reference]
         request = to_shape(data.draw(shapes(2)))._replace(vcpus=2,
                                                           memory_mb=1024)
-        prepared = [engine.prepare(host)]
-        c = engine._slots_c(engine._load_cfit(), prepared, reference,
-                            weights, request)
+        if not lowlevel.available():
+            self.skipTest('the C fit helper is not built')
+        c = lowlevel.slots([engine.prepare(host).packed],
+                           lowlevel.packed_shapes(reference, weights),
+                           request)
         python = pyfit.slot_weights([host], reference, weights, request)
         self.assertEqual(python[0], list(c[0]))
         self.assertEqual(python[1], list(c[1]))
@@ -150,9 +153,11 @@ class TestSlots(testtools.TestCase):
         request = to_shape(data.draw(shapes(2)))._replace(vcpus=2,
                                                           memory_mb=1024)
         cap = data.draw(st.sampled_from([0, 1, 3]))
-        c = engine._room_weights_c(
-            engine._load_cfit(), [engine.prepare(h) for h in hosts],
-            reference, weights, request, cap)
+        if not lowlevel.available():
+            self.skipTest('the C fit helper is not built')
+        c = engine._room_weights_c([engine.prepare(h).packed for h in hosts],
+                                   lowlevel.packed_shapes(reference, weights),
+                                   request, cap)
         python = pyfit.slot_weights(hosts, reference, weights, request, cap)
         self.assertEqual(python[2], list(c))
 
@@ -186,3 +191,33 @@ class TestSlots(testtools.TestCase):
                     objects.InstanceNUMACell(
                         id=0, cpuset={0}, pcpuset=set(), memory=512,
                         cpu_policy=fields.CPUAllocationPolicy.SHARED)])))))
+
+    def test_an_unknown_host_weighs_as_the_worst_for_every_request(self):
+        # Before: a request without a NUMA topology cost nothing on a host
+        # of unknown status (weight 0, the best); now it cannot be placed
+        # there, in both engines, and weighs as the worst host.
+        known = [m.Host(cells=(), status=m.HOST_NO_TOPOLOGY, total_vcpus=8,
+                        free_vcpus=free, total_memory_mb=8192,
+                        free_memory_mb=4096) for free in (8, 5)]
+        unknown = m.Host(cells=(), status=m.HOST_UNSUPPORTED)
+        hosts = [known[0], unknown, known[1]]
+        reference = [m.Shape(4, 2048), m.Shape(2, 1024)]
+        numa = to_shape(objects.InstanceNUMATopology(cells=[
+            objects.InstanceNUMACell(
+                id=0, cpuset={0}, pcpuset=set(), memory=512,
+                cpu_policy=fields.CPUAllocationPolicy.SHARED)]))
+        for request in (m.Shape(2, 1024), numa._replace(vcpus=1,
+                                                        memory_mb=512)):
+            for room_cap in (None, 0):
+                python = pyfit.slot_weights(hosts, reference, [4.0, 2.0],
+                                            request, room_cap)
+                c = engine.slot_weights([engine.prepare(h) for h in hosts],
+                                        reference, [4.0, 2.0], request,
+                                        room_cap=room_cap)
+                self.assertEqual(list(python[:2]), [list(c[0]), list(c[1])])
+                self.assertEqual([-1, -1], python[1][2:4])
+                weights = python[2]
+                self.assertEqual(min(weights[0], weights[2]), weights[1],
+                                 (request, room_cap))
+                for mine, twin in zip(c[2], weights):
+                    self.assertAlmostEqual(twin, mine, places=9)

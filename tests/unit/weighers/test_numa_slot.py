@@ -8,13 +8,14 @@ from nova.scheduler import weights
 from nova.tests.unit.scheduler import fakes
 from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
-import testtools
 
 from nova_sched_ext import conf
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import lowlevel
 from nova_sched_ext.fit import slotcache
 from nova_sched_ext.weighers import numa_slot
+from tests import base
 
 
 def flavor(name, vcpus, memory_mb, extra_specs=None, disabled=False,
@@ -64,7 +65,7 @@ def request(flavor_obj):
         pci_requests=None, num_instances=1)
 
 
-class WeigherTestCase(testtools.TestCase):
+class WeigherTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -126,12 +127,14 @@ class TestNUMASlotWeigher(WeigherTestCase):
             [weights.WeighedHost(h, 0.0) for h in hosts], request(SMALL)))
 
     def test_engine_failure_weighs_all_hosts_the_same(self):
+        # An unexpected failure; a refusal of the C helper is answered by
+        # the twin instead (TestRefusedByTheHelper).
         hosts = [host_state('a', [8, 8]), host_state('b', [6, 6])]
         with mock.patch.object(engine, 'slot_weights', autospec=True,
                                side_effect=RuntimeError('boom')), \
                 mock.patch.object(slotcache.SlotArena, 'weights',
                                   autospec=True,
-                                  side_effect=slotcache.ArenaError('boom')):
+                                  side_effect=RuntimeError('boom')):
             self.assertEqual([0.0, 0.0], self.weigher.weigh_objects(
                 [weights.WeighedHost(h, 0.0) for h in hosts],
                 request(SMALL)))
@@ -514,3 +517,54 @@ class TestHostsWithAbsurdValues(WeigherTestCase):
             self.assertEqual(
                 2, len([ln for ln in logs.output.splitlines()
                         if 'bad-one' in ln]), backend)
+
+    def test_an_unknown_host_is_the_worst_for_a_request_without_numa(self):
+        # Before: weight 0, the best of all, since the request's slots
+        # were counted at the host level only and an unknown host has none.
+        plain = flavor('plain', 4, 4096)
+        self.loaded = [flavor('plain-big', 16, 16384), BIG]
+        for backend in self.BACKENDS:
+            self.forget_warnings()
+            self.weigher = self.make_weigher()
+            roomy, tight = host_state('roomy', [16, 16]), host_state(
+                'tight', [16, 16])
+            tight.vcpus_used = 12
+            bad = host_state('bad', [16, 16])
+            bad.cpu_allocation_ratio = float('inf')
+            spec = request(plain)
+            got = self.weigh([roomy, bad, tight], spec, backend)
+            self.assertEqual(min(got[0], got[2]), got[1], backend)
+            self.assertLess(got[1], 0.0, backend)
+            self.assertEqual('tight', self.best([roomy, bad, tight],
+                                                spec)[0], backend)
+            # In room mode too.
+            grouped = in_group(request(plain), 'affinity', hosts=[])
+            got = self.weigh([roomy, bad, tight], grouped, backend)
+            self.assertEqual(min(got[0], got[2]), got[1], backend)
+
+
+class TestRefusedByTheHelper(WeigherTestCase):
+    """The arena path follows the engine's one fallback rule."""
+
+    def setUp(self):
+        super().setUp()
+        if engine.backend_name() != 'c':
+            self.skipTest('the C fit helper is not built')
+
+    def test_the_twin_answers_with_one_error(self):
+        hosts = [host_state('a', [8, 8]), host_state('b', [6, 6])]
+        weighed = [weights.WeighedHost(h, 0.0) for h in hosts]
+        expected = self.weigher.weigh_objects(weighed, request(SMALL))
+        self.assertNotEqual(expected[0], expected[1])
+        logs = self.useFixture(fixtures.FakeLogger(level='ERROR'))
+        with mock.patch.object(
+                lowlevel, 'slot_weights_indexed', autospec=True,
+                side_effect=lowlevel.HelperError('nse_slot_weights_indexed',
+                                                 -2)):
+            got = self.weigher.weigh_objects(weighed, request(SMALL))
+        for mine, c in zip(got, expected):
+            self.assertAlmostEqual(c, mine, places=9)
+        self.assertEqual(1, len(logs.output.splitlines()), logs.output)
+        self.assertIn('nse_slot_weights_indexed (NSE_ERR_BAD_HOST, -2)',
+                      logs.output)
+        self.assertNotIn('could not weigh', logs.output)

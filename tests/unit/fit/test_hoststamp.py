@@ -1,0 +1,83 @@
+"""hoststamp: the one "has this host changed since I built it" rule."""
+
+import datetime
+
+from nova import objects
+from nova.tests.unit.scheduler import fakes
+
+from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import hoststamp
+from tests import base
+
+
+def host_state(updated=None):
+    topology = objects.NUMATopology(cells=[])
+    return fakes.FakeHostState('h', 'h', {
+        'numa_topology': topology, 'pci_stats': None,
+        'cpu_allocation_ratio': 16.0, 'ram_allocation_ratio': 1.5,
+        'vcpus_total': 64, 'vcpus_used': 4, 'total_usable_ram_mb': 65536,
+        'free_ram_mb': 32768, 'updated': updated})
+
+
+class TestHostStamp(base.TestCase):
+
+    def assertChanged(self, host, **values):
+        recorded = hoststamp.version(host)
+        for name, value in values.items():
+            setattr(host, name, value)
+        self.assertFalse(hoststamp.unchanged(recorded, host), values)
+
+    def test_a_stamped_host_is_unchanged_while_its_stamp_is(self):
+        when = datetime.datetime(2026, 1, 1, 12, 0, 0)
+        host = host_state(when)
+        recorded = hoststamp.version(host)
+        # Nova's HostManager before each request: new, equal objects.
+        host.numa_topology = objects.NUMATopology(cells=[])
+        host.updated = when.replace()
+        self.assertTrue(hoststamp.unchanged(recorded, host))
+        self.assertEqual(hoststamp.vouching_stamp(recorded),
+                         hoststamp.stamp(host))
+
+    def test_each_stamp_field_tells(self):
+        when = datetime.datetime(2026, 1, 1, 12, 0, 0)
+        for name, value in (
+                ('updated', when + datetime.timedelta(seconds=1)),
+                ('free_ram_mb', 0), ('vcpus_used', 5),
+                ('cpu_allocation_ratio', 4.0),
+                ('ram_allocation_ratio', 1.0)):
+            host = host_state(when)
+            self.assertChanged(host, **{name: value})
+            self.assertNotEqual(hoststamp.vouching_stamp(
+                hoststamp.version(host_state(when))), hoststamp.stamp(host))
+
+    def test_a_host_without_a_stamp_is_compared_field_by_field(self):
+        host = host_state()
+        recorded = hoststamp.version(host)
+        self.assertIs(hoststamp.NO_STAMP, hoststamp.vouching_stamp(recorded))
+        self.assertNotEqual(hoststamp.vouching_stamp(recorded),
+                            hoststamp.stamp(host))
+        self.assertTrue(hoststamp.unchanged(recorded, host))
+        for name, value in (
+                ('numa_topology', objects.NUMATopology(cells=[])),
+                ('pci_stats', object()), ('vcpus_total', 32),
+                ('total_usable_ram_mb', 1024), ('vcpus_used', 0),
+                ('updated', datetime.datetime(2026, 1, 1))):
+            self.assertChanged(host_state(), **{name: value})
+
+    def test_the_same_nan_is_unchanged(self):
+        host = host_state()
+        host.cpu_allocation_ratio = float('nan')
+        self.assertTrue(hoststamp.unchanged(hoststamp.version(host), host))
+        self.assertChanged(host, cpu_allocation_ratio=float('nan'))
+
+    def test_the_filter_cache_uses_the_rule(self):
+        host = host_state()
+        adapters.prepared_host(host)
+        entry = host._nova_sched_ext_fit
+        self.assertEqual(hoststamp.version(host), entry[1])
+        self.assertIs(hoststamp.NO_STAMP, entry[0])
+        # A size the old per-host check did not look at on a host without
+        # a stamp.
+        host.vcpus_total = 8
+        adapters.prepared_host(host)
+        self.assertIsNot(entry, host._nova_sched_ext_fit)
