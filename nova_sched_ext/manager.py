@@ -16,7 +16,7 @@ Nova has had no pluggable scheduler driver since Wallaby; what a filter
 cannot do (hold a lock across the placement claims, retry after freeing
 room) has to happen around ``SchedulerManager.select_destinations``.  This
 subclass runs every scheduling request through a chain of *request
-wrappers*, outermost first::
+wrappers* (:mod:`nova_sched_ext.wrappers`), outermost first::
 
     wrapper(call_next, context, spec_obj, instance_uuids) -> selections
 
@@ -27,17 +27,26 @@ calls it wraps as such.  Whatever the caller asked for, wrappers see and
 return Selection objects (a list per instance: the selected host, then
 alternates if the caller wants them); the manager turns them into the
 legacy list of host dicts at the end for a caller that passed
-``return_objects=False``, as Nova does.  Wrappers are built once per manager
-from :attr:`SchedulerManager.REQUEST_WRAPPERS`, each called with the
-manager; a subclass extends that tuple to add its own.
+``return_objects=False``, as Nova does.
+
+The chain is ``[nova_sched_ext] request_wrappers`` (entry-point names in
+the namespace ``nova_sched_ext.request_wrappers``, default
+``deployment_set_lock``), then the wrappers the driver adds
+(:attr:`SchedulerManager.DRIVER_REQUEST_WRAPPERS`) that the option does not
+name.  It is loaded once, when the manager is built, each wrapper called
+with the manager; a name that cannot be loaded stops the service
+(:class:`nova_sched_ext.registry.PluginLoadError`).
 
 The wrappers shipped:
 
-- :class:`nova_sched_ext.deployment_set.lock.DeploymentSetLock`: the
+- ``deployment_set_lock``
+  (:class:`nova_sched_ext.deployment_set.lock.DeploymentSetLock`): the
   per-set lock that makes DeploymentSetFilter safe under concurrent
   requests.
-- :class:`nova_sched_ext.preemption.driver.PreemptionSchedulerManager`
-  adds the preemptible caps and the eviction of preemptible instances.
+- ``preemptible_caps`` and ``eviction``, which the preemption driver
+  (:class:`nova_sched_ext.preemption.driver.PreemptionSchedulerManager`)
+  adds: the caps on preemptible instances and the eviction of preemptible
+  instances.
 
 The manager is started by ``nova-sched-ext-scheduler``
 (:mod:`nova_sched_ext.cmd.scheduler`), which is ``nova-scheduler`` with
@@ -52,7 +61,8 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 
-from nova_sched_ext.deployment_set import lock as ds_lock
+from nova_sched_ext import conf
+from nova_sched_ext import wrappers
 
 LOG = logging.getLogger(__name__)
 
@@ -62,17 +72,49 @@ CLASS_PATH = 'nova_sched_ext.manager.SchedulerManager'
 _SENTINEL = nova_manager.SchedulerManager._sentinel
 
 
+class _ConfiguredRequestWrappers(object):
+    """``REQUEST_WRAPPERS`` of a manager class that does not set its own.
+
+    The wrapper classes ``[nova_sched_ext] request_wrappers`` names, then
+    those of the class's ``DRIVER_REQUEST_WRAPPERS`` the option does not
+    name, loaded when the attribute is read: when the manager is built,
+    after the configuration is parsed, not when the class is defined.
+    """
+
+    def __get__(self, instance, owner):
+        configured = list(conf.CONF.nova_sched_ext.request_wrappers)
+        added = [name for name in owner.DRIVER_REQUEST_WRAPPERS
+                 if name not in configured]
+        classes = wrappers.load(configured)
+        if added:
+            classes += wrappers.load(
+                added, option='the request wrappers of the scheduler '
+                              'manager %s.%s' % (owner.__module__,
+                                                 owner.__name__))
+        return tuple(classes)
+
+
 class SchedulerManager(nova_manager.SchedulerManager):
     """Nova's scheduler manager with request wrappers around scheduling."""
 
-    #: factories of the request wrappers, outermost first; each is called
-    #: with the manager
-    REQUEST_WRAPPERS = (ds_lock.DeploymentSetLock,)
+    #: entry-point names of request wrappers this manager adds inside the
+    #: configured ones, in this order, unless the option names them (its
+    #: order then holds)
+    DRIVER_REQUEST_WRAPPERS = ()
+
+    #: factories of the request wrappers, outermost first, each called
+    #: with the manager; from the configuration unless a subclass sets a
+    #: tuple here, which then replaces the configured chain (the way
+    #: before ``[nova_sched_ext] request_wrappers`` existed: register the
+    #: wrapper instead)
+    REQUEST_WRAPPERS = _ConfiguredRequestWrappers()
 
     def __init__(self, *args, **kwargs):
+        # Before Nova's part, which reads the databases: a wrapper that
+        # cannot be loaded is a configuration error, and says so first.
+        factories = self.REQUEST_WRAPPERS
         super().__init__(*args, **kwargs)
-        self.request_wrappers = [factory(self)
-                                 for factory in self.REQUEST_WRAPPERS]
+        self.request_wrappers = [factory(self) for factory in factories]
         LOG.info('nova-sched-ext scheduler manager with request wrappers: '
                  '%s', ', '.join(type(w).__name__
                                  for w in self.request_wrappers) or 'none')

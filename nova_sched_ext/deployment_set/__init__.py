@@ -39,9 +39,14 @@ The pieces:
   (:class:`~.members.StaticMemberSource`, for the simulator);
 - :mod:`.rules`: the per-request plan that decides which hosts a member
   may take;
+- :mod:`.planning`: whether a request falls under a set's rules, and its
+  plan or the reason it is refused, made once per request;
 - :mod:`.lock`: the per-set lock that ``nova-sched-ext-scheduler`` holds
-  around select-and-claim, so that concurrent requests see each other's
-  claims;
+  around select-and-claim (the request wrapper ``deployment_set_lock``),
+  so that concurrent requests see each other's claims;
 - :class:`nova_sched_ext.filters.deployment_set.DeploymentSetFilter`: the
-  filter that ties them together.
+  filter that asks :mod:`.planning` for each request's plan.
+
+Nothing here imports the filters: the filter, the lock and the simulator
+all build on these modules.
 """

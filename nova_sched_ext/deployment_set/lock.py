@@ -30,7 +30,8 @@ request that cannot get the lock within ``deployment_set_lock_timeout``
 seconds, or whose backend is down, fails with NoValidHost: placing it
 without the lock could break the set.
 
-:class:`DeploymentSetLock` is the request wrapper that
+:class:`DeploymentSetLock` is the request wrapper ``deployment_set_lock``
+(``[nova_sched_ext] request_wrappers``, the default) that
 :class:`nova_sched_ext.manager.SchedulerManager` runs around every request.
 It locks the requests that carry an anti-affinity server group, when
 DeploymentSetFilter is enabled; others pass straight through.  Unless
@@ -53,7 +54,8 @@ from tooz import coordination
 
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import members
-from nova_sched_ext.filters import deployment_set as ds_filter
+from nova_sched_ext.deployment_set import planning
+from nova_sched_ext import wrappers
 
 LOG = logging.getLogger(__name__)
 CONF = conf.CONF
@@ -205,15 +207,17 @@ def deployment_set_group(spec_obj):
     return group.uuid
 
 
-class DeploymentSetLock(object):
+class DeploymentSetLock(wrappers.RequestWrapper):
     """Request wrapper: hold the set's lock around select-and-claim.
 
-    Also tells DeploymentSetFilter every instance UUID of the request, so
-    it does not mistake them for members placed by someone else.
+    Registered as ``deployment_set_lock`` in the namespace
+    ``nova_sched_ext.request_wrappers``.  Also tells DeploymentSetFilter
+    every instance UUID of the request, so it does not mistake them for
+    members placed by someone else.
     """
 
     def __init__(self, manager, locks=None):
-        self.manager = manager
+        super().__init__(manager)
         self.locks = locks or SetLocks()
 
     def _filter_enabled(self):
@@ -257,7 +261,7 @@ class DeploymentSetLock(object):
         without DeploymentSetFilter and without this lock.
         """
         if CONF.nova_sched_ext.deployment_set_alternates or \
-                not ds_filter.is_deployment_set(spec_obj):
+                not planning.is_deployment_set(spec_obj):
             return selections
         if not selections or not isinstance(selections[0], list):
             # The legacy answer (a list of dicts) has no alternates.

@@ -58,16 +58,6 @@ def _domain_values(aggregates, key):
     return frozenset(values)
 
 
-def domains_of_host_state(host_state, key=None):
-    """The failure domains of a ``HostState``, from its aggregates.
-
-    Nova's ``HostManager`` keeps ``HostState.aggregates`` current through
-    the aggregate RPC updates, so this needs no database access.
-    """
-    values = _domain_values(host_state.aggregates, key or domain_key())
-    return values or frozenset((own_domain(host_state.host),))
-
-
 def domains_from_aggregates(host, aggregates, key=None):
     """The failure domains of ``host`` given the aggregates it is in."""
     key = key or domain_key()
@@ -141,10 +131,6 @@ class SetSnapshot:
         """The smallest cap any member asked for, None if none did."""
         sizes = [m.max_size for m in self.members if m.max_size is not None]
         return min(sizes) if sizes else None
-
-
-class Rejection(Exception):
-    """The whole request must fail; the message says why."""
 
 
 class Plan(object):

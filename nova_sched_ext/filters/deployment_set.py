@@ -47,10 +47,12 @@ hints silently would mislead the user (a move of such a member is let
 through, as before).  If the members cannot be read, the request fails the
 same way: the filter never guesses.
 
-The set's members are read once per request (not once per host or
-instance) by a member source (:mod:`nova_sched_ext.deployment_set.members`):
-from Nova's databases and placement by default, or from the caller (pass
-``member_source=`` or set :attr:`DeploymentSetFilter.member_source`).
+The set's members are read, and the request's plan made
+(:mod:`nova_sched_ext.deployment_set.planning`), once per request, not once
+per host or instance.  The members come from a member source
+(:mod:`nova_sched_ext.deployment_set.members`): from Nova's databases and
+placement by default, or from the caller (pass ``member_source=`` or set
+:attr:`DeploymentSetFilter.member_source`).
 
 Enable it after Nova's ServerGroupAntiAffinityFilter::
 
@@ -71,33 +73,10 @@ from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
-from nova_sched_ext import conf
-from nova_sched_ext.deployment_set import hints as ds_hints
 from nova_sched_ext.deployment_set import members
-from nova_sched_ext.deployment_set import rules
+from nova_sched_ext.deployment_set import planning
 
 LOG = logging.getLogger(__name__)
-CONF = conf.CONF
-
-ANTI_AFFINITY = 'anti-affinity'
-
-# Where the per-request plan is kept: on the RequestSpec itself, which
-# lives exactly as long as the request, so nothing is shared between
-# requests and nothing has to be cleaned up.
-_PLAN_ATTR = '_nova_sched_ext_deployment_set_plan'
-
-
-def is_deployment_set(spec_obj):
-    """Whether the filter placed this request under a set's rules."""
-    cached = getattr(spec_obj, _PLAN_ATTR, None)
-    return cached is not None and isinstance(cached[1], rules.Plan)
-
-
-class _Refusal(object):
-    """The request cannot be scheduled in its set; ``reason`` says why."""
-
-    def __init__(self, reason):
-        self.reason = reason
 
 
 class DeploymentSetFilter(filters.BaseHostFilter):
@@ -120,22 +99,16 @@ class DeploymentSetFilter(filters.BaseHostFilter):
 
     def filter_all(self, filter_obj_list, spec_obj):
         hosts = list(filter_obj_list)
-        if scheduler_utils.request_is_rebuild(spec_obj):
-            return hosts
-        group = spec_obj.instance_group \
-            if 'instance_group' in spec_obj else None
-        scheduler_hints = spec_obj.scheduler_hints \
-            if 'scheduler_hints' in spec_obj else None
-        if group is None and not any(
-                name in (scheduler_hints or {}) for name in ds_hints.ALL):
+        if scheduler_utils.request_is_rebuild(spec_obj) or \
+                not planning.concerns_a_set(spec_obj):
             return hosts
         try:
-            plan = self._plan(spec_obj, group, scheduler_hints, hosts)
+            plan = self._plan(spec_obj, hosts)
             if plan is None:
                 return hosts
-            if isinstance(plan, _Refusal):
+            if isinstance(plan, planning.Refusal):
                 return []
-            return plan.filter(hosts, self._own_hosts(group, plan),
+            return plan.filter(hosts, planning.own_hosts(spec_obj, plan),
                                spec_obj.instance_uuid)
         except Exception:
             # The set's guarantee matters more than this one request.
@@ -145,183 +118,15 @@ class DeploymentSetFilter(filters.BaseHostFilter):
                           instance_uuid=spec_obj.instance_uuid)
             return []
 
-    # -- the plan of a request -------------------------------------------
-
-    @staticmethod
-    def _token(group):
-        if group is None:
-            return None
-        hosts = group.hosts if 'hosts' in group else None
-        return (id(group), id(hosts))
-
-    @staticmethod
-    def _own_hosts(group, plan):
-        hosts = (group.hosts if 'hosts' in group else None) or []
-        return hosts[plan.hosts_seen:]
-
-    def _plan(self, spec_obj, group, scheduler_hints, hosts):
-        """The cached plan of this request, made on first use."""
-        token = self._token(group)
-        cached = getattr(spec_obj, _PLAN_ATTR, None)
-        if cached is not None and cached[0] == token:
-            return cached[1]
-        plan = self._make_plan(spec_obj, group, scheduler_hints, hosts)
-        if isinstance(plan, _Refusal):
+    def _plan(self, spec_obj, hosts):
+        """The request's plan, made for its first instance."""
+        plan = planning.recall(spec_obj)
+        if plan is not planning.NOT_PLANNED:
+            return plan
+        plan = planning.make_plan(spec_obj, hosts, self.member_source)
+        if isinstance(plan, planning.Refusal):
             LOG.info('DeploymentSetFilter rejects the request: %s. No host '
                      'can take it; it fails with NoValidHost.', plan.reason,
                      instance_uuid=spec_obj.instance_uuid)
-        setattr(spec_obj, _PLAN_ATTR, (token, plan))
+        planning.remember(spec_obj, plan)
         return plan
-
-    def _make_plan(self, spec_obj, group, scheduler_hints, hosts):
-        try:
-            request_hints = ds_hints.parse(scheduler_hints)
-        except ds_hints.InvalidHints as exc:
-            return _Refusal(str(exc))
-        if group is None:
-            given = sorted(n for n in ds_hints.ALL if n in scheduler_hints)
-            return _Refusal(
-                'scheduler hint(s) %s need a server group: boot with '
-                '--hint group=<server group UUID> of an anti-affinity '
-                'group' % ', '.join(given))
-        policy = group.policy if 'policy' in group else None
-        if policy != ANTI_AFFINITY:
-            if not request_hints.given:
-                # Affinity, soft policies: not a deployment set.
-                return None
-            return _Refusal(
-                'server group %s has policy %s; a deployment set must be a '
-                'server group with policy %s'
-                % (group.uuid if 'uuid' in group else '(unknown)', policy,
-                   ANTI_AFFINITY))
-        if 'uuid' not in group:
-            if not request_hints.given:
-                return None
-            return _Refusal('the request\'s server group has no UUID')
-
-        own = members.request_uuids(spec_obj)
-        request = members.Request(
-            spec_obj.instance_uuid, own or (), request_hints, hosts)
-        try:
-            snapshot = self.member_source.load(spec_obj, request)
-        except members.MembersUnavailable as exc:
-            return _Refusal('cannot tell where the members of deployment '
-                            'set %s are: %s' % (group.uuid, exc))
-
-        refusal = self._check_strategy(snapshot, request_hints)
-        if refusal is not None:
-            return refusal
-        strategy = request_hints.strategy or snapshot.strategy
-        if strategy is None:
-            return self._without_strategy(snapshot, request_hints, spec_obj)
-        if not snapshot.moving:
-            size = len(own) if own else max(1, spec_obj.num_instances or 1)
-            refusal = self._check_size(snapshot, request_hints, size)
-            if refusal is not None:
-                return refusal
-        plan = rules.Plan(snapshot, strategy, request_hints.partition,
-                          host_states=hosts,
-                          resolve_domains=self.member_source.resolve_domains)
-        plan.hosts_seen = len((group.hosts if 'hosts' in group else None)
-                              or [])
-        return plan
-
-    @staticmethod
-    def _without_strategy(snapshot, request_hints, spec_obj):
-        """A plain anti-affinity group: Nova's filter does the work.
-
-        Unless the request gives set hints: a size cap or a partition
-        means nothing without a strategy, and dropping them silently would
-        let the user believe the set is capped or partitioned.  Inferring
-        a strategy instead would be a guess, and would fix the set's
-        strategy for every later member.  A move is left alone: its member
-        was accepted before this check existed, and must stay movable.
-        """
-        given = sorted(name for name, value in (
-            (ds_hints.MAX_SIZE, request_hints.max_size),
-            (ds_hints.PARTITION, request_hints.partition))
-            if value is not None)
-        if not given:
-            return None
-        if snapshot.moving:
-            LOG.debug('Deployment set hint(s) %(hints)s of a member of '
-                      'server group %(group)s, which has no strategy, do '
-                      'not apply to its move.',
-                      {'hints': ', '.join(given),
-                       'group': snapshot.group_uuid},
-                      instance_uuid=spec_obj.instance_uuid)
-            return None
-        if request_hints.partition is not None:
-            # Only one strategy has partitions.
-            wanted = ds_hints.PARTITIONED
-        else:
-            wanted = '%s or %s' % (', '.join(ds_hints.STRATEGIES[:-1]),
-                                   ds_hints.STRATEGIES[-1])
-        return _Refusal(
-            'scheduler hint(s) %s need a strategy: neither the request nor '
-            'any member of server group %s was booted with %s, so the '
-            'group is a plain anti-affinity group, without size cap or '
-            'partitions; add --hint %s=%s'
-            % (', '.join(given), snapshot.group_uuid, ds_hints.STRATEGY,
-               ds_hints.STRATEGY, wanted))
-
-    @staticmethod
-    def _check_strategy(snapshot, request_hints):
-        set_strategy = snapshot.strategy
-        if len(snapshot.strategies) > 1:
-            LOG.warning('Members of deployment set %(group)s were booted '
-                        'with different strategies (%(all)s); the set '
-                        'follows %(first)s, the strategy of its first '
-                        'member that named one.',
-                        {'group': snapshot.group_uuid,
-                         'all': ', '.join(sorted(snapshot.strategies)),
-                         'first': set_strategy})
-        wanted = request_hints.strategy
-        if wanted and set_strategy and wanted != set_strategy:
-            return _Refusal(
-                'scheduler hint %s=%s differs from the strategy %s of '
-                'deployment set %s' % (ds_hints.STRATEGY, wanted,
-                                       set_strategy, snapshot.group_uuid))
-        strategy = wanted or set_strategy
-        if strategy is None:
-            return None
-        partition = request_hints.partition
-        if strategy == ds_hints.PARTITIONED and partition is None:
-            return _Refusal(
-                'deployment set %s has strategy %s: the request needs the '
-                'scheduler hint %s' % (snapshot.group_uuid,
-                                       ds_hints.PARTITIONED,
-                                       ds_hints.PARTITION))
-        if strategy != ds_hints.PARTITIONED and partition is not None:
-            return _Refusal(
-                'deployment set %s has strategy %s, which has no '
-                'partitions: drop the scheduler hint %s'
-                % (snapshot.group_uuid, strategy, ds_hints.PARTITION))
-        if strategy != ds_hints.PARTITIONED and \
-                snapshot.max_server_per_host > 1:
-            return _Refusal(
-                'server group %s has the rule max_server_per_host=%d, '
-                'which strategy %s forbids (only strategy %s lets members '
-                'of one partition share a host)'
-                % (snapshot.group_uuid, snapshot.max_server_per_host,
-                   strategy, ds_hints.PARTITIONED))
-        return None
-
-    @staticmethod
-    def _check_size(snapshot, request_hints, size):
-        configured = CONF.nova_sched_ext.deployment_set_max_size
-        caps = [(configured, '[nova_sched_ext] deployment_set_max_size')]
-        if request_hints.max_size is not None:
-            caps.append((request_hints.max_size, 'the request\'s hint %s'
-                         % ds_hints.MAX_SIZE))
-        if snapshot.max_size is not None:
-            caps.append((snapshot.max_size, 'the hint %s of a member'
-                         % ds_hints.MAX_SIZE))
-        cap, source = min(caps, key=lambda c: c[0])
-        existing = len(snapshot.members)
-        if existing + size > cap:
-            return _Refusal(
-                'deployment set %s has %d member(s); %d more would exceed '
-                'its size cap of %d (from %s)'
-                % (snapshot.group_uuid, existing, size, cap, source))
-        return None

@@ -12,13 +12,14 @@
 
 """The caps on preemptible instances, per availability zone and per host.
 
-:class:`PreemptibleCaps` is a request wrapper of the preemption driver.  A
-request for preemptible instances that need new room (a boot, an unshelve)
-is scheduled with the hosts that are at their cap, or in a zone at its cap,
-in ``ignore_hosts``; after Nova chose the hosts the counts are checked
-again with the request's own instances (a multi-create may fill a zone on
-its own), and a request beyond a cap releases its claims and fails with
-NoValidHost and one warning.
+:class:`PreemptibleCaps` is a request wrapper (``preemptible_caps`` in the
+namespace ``nova_sched_ext.request_wrappers``) that the preemption driver
+adds.  A request for preemptible instances that need new room (a boot, an
+unshelve) is scheduled with the hosts that are at their cap, or in a zone
+at its cap, in ``ignore_hosts``; after Nova chose the hosts the counts are
+checked again with the request's own instances (a multi-create may fill a
+zone on its own), and a request beyond a cap releases its claims and fails
+with NoValidHost and one warning.
 
 Counting (``[nova_sched_ext] preemptible_max_per_az``,
 ``preemptible_max_per_host``): the instances of every cell whose embedded
@@ -42,6 +43,7 @@ from oslo_log import log as logging
 from nova_sched_ext.preemption import census
 from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 from nova_sched_ext.preemption import extra_specs
+from nova_sched_ext import wrappers
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -50,11 +52,11 @@ LOG = logging.getLogger(__name__)
 PENDING_TTL = 600
 
 
-class PreemptibleCaps(object):
+class PreemptibleCaps(wrappers.RequestWrapper):
     """Request wrapper: enforce the caps on preemptible instances."""
 
     def __init__(self, manager):
-        self.manager = manager
+        super().__init__(manager)
         # Serialises the preemptible requests of this process and guards
         # the placements the cells do not show yet.
         self._lock = threading.Lock()

@@ -14,17 +14,20 @@
 
 :class:`PreemptionSchedulerManager` is the package's scheduler manager
 (:class:`nova_sched_ext.manager.SchedulerManager`) with two more request
-wrappers, run inside the deployment-set lock:
+wrappers, run inside the ones ``[nova_sched_ext] request_wrappers`` names
+(the deployment-set lock by default), unless that option names them
+itself:
 
-1. :class:`~nova_sched_ext.preemption.caps.PreemptibleCaps`: the caps on
+1. ``preemptible_caps``
+   (:class:`~nova_sched_ext.preemption.caps.PreemptibleCaps`): the caps on
    preemptible instances per availability zone and per host;
-2. :class:`Eviction`: when a request for new room (a boot or an unshelve)
-   of a NON-preemptible flavor ends in NoValidHost, find hosts where free
-   room plus preemptible instances fit it, choose the victims
-   (``[nova_sched_ext] preemption_victim_strategy``), reserve their room in
-   placement in one atomic ``POST /allocations``, evict them through the
-   Compute API (``preemption_action``), wait until they are gone
-   (``preemption_wait_timeout``) and return the reserved hosts as the
+2. ``eviction`` (:class:`Eviction`): when a request for new room (a boot
+   or an unshelve) of a NON-preemptible flavor ends in NoValidHost, find
+   hosts where free room plus preemptible instances fit it, choose the
+   victims (``[nova_sched_ext] preemption_victim_strategy``), reserve their
+   room in placement in one atomic ``POST /allocations``, evict them
+   through the Compute API (``preemption_action``), wait until they are
+   gone (``preemption_wait_timeout``) and return the reserved hosts as the
    request's selections.  Every failure releases the reservation, evicts
    nothing more and ends in NoValidHost with one summary log line.
 
@@ -58,7 +61,6 @@ from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
 from nova_sched_ext import manager as ext_manager
-from nova_sched_ext.preemption import caps
 from nova_sched_ext.preemption import census
 from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 from nova_sched_ext.preemption import evictor as evictor_mod
@@ -67,6 +69,7 @@ from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reservation
 from nova_sched_ext.preemption import strategies
 from nova_sched_ext.preemption import victims as victims_mod
+from nova_sched_ext import wrappers
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -90,7 +93,7 @@ class EvictionFailed(Exception):
     """One step of an eviction failed; the message says which."""
 
 
-class Eviction(object):
+class Eviction(wrappers.RequestWrapper):
     """Request wrapper: evict preemptible instances for on-demand requests.
 
     Built once per manager and shared by concurrent requests: everything
@@ -102,7 +105,7 @@ class Eviction(object):
     """
 
     def __init__(self, manager):
-        self.manager = manager
+        super().__init__(manager)
         self.strategy = strategies.load_strategy(
             CONF.nova_sched_ext.preemption_victim_strategy)
         self.evictor = evictor_mod.Evictor()
@@ -505,5 +508,4 @@ class _Attempt(object):
 class PreemptionSchedulerManager(ext_manager.SchedulerManager):
     """The package's manager with preemptible caps and eviction."""
 
-    REQUEST_WRAPPERS = ext_manager.SchedulerManager.REQUEST_WRAPPERS + (
-        caps.PreemptibleCaps, Eviction)
+    DRIVER_REQUEST_WRAPPERS = ('preemptible_caps', 'eviction')

@@ -223,7 +223,7 @@ class TestSchedulerCommand(test.NoDBTestCase):
     def test_main_starts_it_like_nova_scheduler(self):
         self.flags(workers=3, group='scheduler')
         cmd = self.cmd
-        with mock.patch.object(cmd.config, 'parse_args') as args, \
+        with mock.patch.object(cmd, 'parse_args') as args, \
                 mock.patch.object(cmd.logging, 'setup'), \
                 mock.patch.object(cmd.gmr.TextGuruMeditation,
                                   'setup_autorun'), \
@@ -256,7 +256,7 @@ class TestSchedulerCommand(test.NoDBTestCase):
         self.flags(scheduler_driver='nope', group='nova_sched_ext')
         self.assertRaises(registry.UnknownDriver, self.cmd.create_service)
         cmd = self.cmd
-        with mock.patch.object(cmd.config, 'parse_args'), \
+        with mock.patch.object(cmd, 'parse_args'), \
                 mock.patch.object(cmd.logging, 'setup'), \
                 mock.patch.object(cmd.gmr.TextGuruMeditation,
                                   'setup_autorun'), \

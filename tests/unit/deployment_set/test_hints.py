@@ -13,13 +13,13 @@
 """Parsing the deployment-set hints (the filter tests cover the messages)."""
 
 from oslo_config import fixture as config_fixture
-import testtools
 
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import hints
+from tests import base
 
 
-class TestParse(testtools.TestCase):
+class TestParse(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -72,7 +72,7 @@ class TestParse(testtools.TestCase):
         self.assertEqual(hints.SetHints(), hints.parse_lenient(None))
 
 
-class TestStrictIntegers(testtools.TestCase):
+class TestStrictIntegers(base.TestCase):
     """Only plain ASCII digits are integers (issue 11).
 
     ``int()`` also reads ``'1_0'`` as 10, digits of other scripts and
@@ -136,7 +136,7 @@ class TestStrictIntegers(testtools.TestCase):
                              'deployment_set_max_size': ['10']}))
 
 
-class TestLongValuesAreCut(testtools.TestCase):
+class TestLongValuesAreCut(base.TestCase):
     """A value of any length gives a log line of bounded length."""
 
     def setUp(self):

@@ -25,11 +25,12 @@ from nova import exception
 from nova import objects
 from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
-import testtools
+from testtools import content
 
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import lock
 from nova_sched_ext.deployment_set import members
+from tests import base
 
 objects.register_all()
 
@@ -37,7 +38,7 @@ SET_A = '11111111-1111-4111-8111-111111111111'
 SET_B = '22222222-2222-4222-8222-222222222222'
 
 
-class LockTestCase(testtools.TestCase):
+class LockTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -137,8 +138,14 @@ class TestSetLocks(LockTestCase):
         ''')
         child = subprocess.Popen(
             [sys.executable, '-c', script, self.dir, SET_A, '1.5'],
-            stdout=subprocess.PIPE, text=True)
-        self.addCleanup(child.wait)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def finish():
+            # The child's stderr (import-time warnings, or why it failed)
+            # belongs to the test's details, not to the console.
+            err = child.communicate()[1]
+            self.addDetail('child stderr', content.text_content(err))
+        self.addCleanup(finish)
         self.assertEqual('held', child.stdout.readline().strip())
         exc = self.assertRaises(lock.LockUnavailable, self.locks.acquire,
                                 SET_A, 0.3)

@@ -25,12 +25,12 @@ import fixtures
 from nova import objects
 from nova.tests.unit.scheduler import fakes
 from oslo_config import fixture as config_fixture
-import testtools
 
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import members
 from nova_sched_ext.deployment_set import rules
 from nova_sched_ext.filters import deployment_set
+from tests import base
 
 objects.register_all()
 
@@ -97,7 +97,7 @@ def names(host_states):
     return [h.host for h in host_states]
 
 
-class FilterTestCase(testtools.TestCase):
+class FilterTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -30,20 +30,20 @@ import random
 import fixtures
 from nova import objects
 from oslo_config import fixture as config_fixture
-import testtools
 
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import members
 from nova_sched_ext.deployment_set import rules
 from nova_sched_ext.filters import deployment_set
-from nova_sched_ext.sim import cloud
-from nova_sched_ext.sim import trace
+from nova_sched_ext.offline.sim import cloud
+from nova_sched_ext.offline.sim import trace
+from tests import base
 
 PARTITIONS = 3
 UNBOUNDED = 100000
 
 
-class TestTraceFaultDomainRule(testtools.TestCase):
+class TestTraceFaultDomainRule(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -18,13 +18,13 @@ import logging
 from unittest import mock
 
 import fixtures
-import testtools
 
-from nova_sched_ext.cmd import bench as bench_cmd
-from nova_sched_ext.preemption import bench
+from nova_sched_ext.offline.bench import cli as bench_cmd
+from nova_sched_ext.offline.bench import victims as bench
+from tests import base
 
 
-class TestVictimsBench(testtools.TestCase):
+class TestVictimsBench(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -21,14 +21,14 @@ from nova import exception
 from nova import objects
 from nova.tests.unit.api.openstack import fakes
 from stevedore import extension
-import testtools
 
 from nova_sched_ext.preemption import extra_specs
+from tests import base
 
 KEY = extra_specs.PREEMPTIBLE_KEY
 
 
-class TestValidator(testtools.TestCase):
+class TestValidator(base.TestCase):
 
     def test_nova_loads_the_entry_point(self):
         # Nova fills VALIDATORS with stevedore at import: the object there
@@ -69,7 +69,7 @@ class TestValidator(testtools.TestCase):
                           {KEY: 'sometimes'})
 
 
-class TestIsPreemptible(testtools.TestCase):
+class TestIsPreemptible(base.TestCase):
 
     def setUp(self):
         super().setUp()

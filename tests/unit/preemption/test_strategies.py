@@ -21,11 +21,13 @@ from hypothesis import given
 from hypothesis import HealthCheck
 from hypothesis import settings
 from hypothesis import strategies as st
-import testtools
 
-from nova_sched_ext.preemption import bench
+from nova_sched_ext.offline.bench import victims as bench
 from nova_sched_ext.preemption import strategies
+from nova_sched_ext.preemption.strategies import minimal
+from nova_sched_ext.preemption.strategies import search as search_mod
 from nova_sched_ext.preemption import victims
+from tests import base
 from tests.unit.preemption import test_victims
 from tests.unit.preemption import victims_fixtures as fx
 
@@ -70,7 +72,7 @@ def chosen(plan):
             for p in plan.placements]
 
 
-class TestMinimalVictims(testtools.TestCase):
+class TestMinimalVictims(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -185,8 +187,8 @@ class TestMinimalVictims(testtools.TestCase):
 
     def test_gives_up_after_too_many_numa_failures(self):
         host, a, b = test_victims.split_cells_host()
-        with mock.patch.object(strategies, 'MAX_NUMA_FAILURES', 0), \
-                mock.patch.object(strategies.LOG, 'warning') as warning:
+        with mock.patch.object(minimal, 'MAX_NUMA_FAILURES', 0), \
+                mock.patch.object(minimal.LOG, 'warning') as warning:
             self.assertIsNone(self.strategy.choose(
                 [host.candidate()], fx.request(fx.pinned(3))))
         self.assertIn('giving up', warning.call_args[0][0])
@@ -201,8 +203,8 @@ class TestMinimalVictims(testtools.TestCase):
         specs = [('v%d' % i, 1, 256, i) for i in range(8)]
         hosts = [full_host('a', *specs)]
         request = fx.request(fx.vcpu(3, 768))
-        with mock.patch.object(strategies, 'MAX_SUBSETS_PER_HOST', 1), \
-                mock.patch.object(strategies.LOG, 'debug') as debug:
+        with mock.patch.object(minimal, 'MAX_SUBSETS_PER_HOST', 1), \
+                mock.patch.object(minimal.LOG, 'debug') as debug:
             plan = self.strategy.choose(hosts, request)
         fx.check_plan(hosts, request, plan)
         self.assertEqual(3, len(plan.victims))
@@ -265,14 +267,14 @@ class TestMinimalVictims(testtools.TestCase):
         hosts = bench.random_cluster(rng)
         shape = rng.choice(bench.SHAPES + (bench.Shape(6, 6144),))
         request = fx.request(shape)
-        need = strategies._Need({rc: amount for rc, amount
-                                 in request.resources.items() if amount})
+        need = search_mod.Need({rc: amount for rc, amount
+                                in request.resources.items() if amount})
         searches = [search for search in (
             strategies.MinimalVictims._prepare(host, need) for host in hosts)
             if search is not None]
         if not any(search.host.victims for search in searches):
             return
-        bounds = strategies._Bounds(searches, need)
+        bounds = search_mod.Bounds(searches, need)
         checked = 0
         for size in range(1, 5):
             coarse = {entry[-2]: entry
@@ -330,7 +332,7 @@ class TestMinimalVictims(testtools.TestCase):
                 fx.check_plan(hosts, request, plan)
 
 
-class TestRandomVictims(testtools.TestCase):
+class TestRandomVictims(base.TestCase):
 
     def clusters(self):
         rng = random.Random(7)
@@ -361,7 +363,7 @@ class TestRandomVictims(testtools.TestCase):
             self.assertEqual([('big', ['b'])], chosen(plan))
 
 
-class TestLoadStrategy(testtools.TestCase):
+class TestLoadStrategy(base.TestCase):
 
     def test_by_name(self):
         self.assertEqual(['minimal', 'random'],

@@ -18,12 +18,12 @@ from unittest import mock
 
 from nova import objects
 from nova.virt import hardware
-import testtools
 
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model
 from nova_sched_ext.preemption import strategies
 from nova_sched_ext.preemption import victims
+from tests import base
 from tests.unit.preemption import victims_fixtures as fx
 
 
@@ -43,7 +43,7 @@ def split_cells_host():
     return host, a, b
 
 
-class TestHostFits(testtools.TestCase):
+class TestHostFits(base.TestCase):
 
     def test_host_level_counts_free_room_and_victims(self):
         host = fx.Host('h')
@@ -172,7 +172,7 @@ class TestHostFits(testtools.TestCase):
         self.assertIn('ghost', str(warning.call_args))
 
 
-class TestPlanEviction(testtools.TestCase):
+class TestPlanEviction(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -237,7 +237,7 @@ class TestPlanEviction(testtools.TestCase):
                           fx.request(fx.vcpu(1), count=0), self.minimal)
 
 
-class TestVictim(testtools.TestCase):
+class TestVictim(base.TestCase):
 
     def test_creation_time(self):
         naive = victims.Victim('n', 'p', fx.T0.replace(tzinfo=None), {})
@@ -268,7 +268,7 @@ class TestVictim(testtools.TestCase):
                                  victims.Victim('a', 'p', fx.T0, {})}))
 
 
-class TestBruteForce(testtools.TestCase):
+class TestBruteForce(base.TestCase):
 
     def test_optimum(self):
         host, a, b = split_cells_host()
