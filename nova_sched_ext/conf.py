@@ -21,15 +21,21 @@ fit_opts = [
         'fit_backend',
         default='auto',
         choices=[
-            ('auto', 'Use the compiled C helper when it loads, else the '
-                     'pure-Python engine (one warning is logged).'),
-            ('c', 'Use the compiled C helper; if it cannot be loaded, fall '
-                  'back to the pure-Python engine and log a warning.'),
+            ('auto', 'Use the compiled C helper when it can be used, else '
+                     'the pure-Python engine (one warning is logged).'),
+            ('c', 'Use the compiled C helper, or fail: if it is not built, '
+                  'does not load or was built from another version of the '
+                  'package, NUMAFitFilter and NUMASlotWeigher refuse to '
+                  'start (so does nova-scheduler), and any other use of '
+                  'the fit engine raises an error, saying why.'),
             ('python', 'Always use the pure-Python engine.'),
         ],
         help='Which implementation of the NUMA fit engine to use. Both give '
              'identical answers; the C helper is about two orders of '
-             'magnitude faster. The environment variable '
+             'magnitude faster. Choose "c" where the pure-Python engine '
+             'would be too slow to run at all. Whatever the choice, a call '
+             'the C helper refuses (a bug, logged as an error) is answered '
+             'by the pure-Python engine. The environment variable '
              '%s=python overrides this option.' % FIT_BACKEND_ENV),
 ]
 
@@ -194,8 +200,33 @@ scheduler_driver_opts = [
              'eviction of preemptible instances. Read at service start.'),
 ]
 
+request_wrapper_opts = [
+    cfg.ListOpt(
+        'request_wrappers',
+        default=['deployment_set_lock'],
+        help='The request wrappers nova-sched-ext-scheduler runs around '
+             'every scheduling request, by name in the entry-point '
+             'namespace nova_sched_ext.request_wrappers, outermost first: '
+             'the first one sees the request first and its answer last. '
+             'Shipped: "deployment_set_lock" holds the lock of the '
+             'request\'s deployment set while its hosts are chosen and '
+             'claimed, so that concurrent requests cannot put two members '
+             'in one failure domain (keep it whenever DeploymentSetFilter '
+             'is enabled); "preemptible_caps" enforces '
+             'preemptible_max_per_az and preemptible_max_per_host; '
+             '"eviction" evicts preemptible instances when an on-demand '
+             'request ends in NoValidHost. The "preemption" scheduler '
+             'driver adds preemptible_caps then eviction inside the ones '
+             'named here unless this list names them (its order then '
+             'holds); named here, they also run with the "default" '
+             'driver. Other distributions register more. A name that is '
+             'unknown, fails to load or is not a request wrapper stops '
+             'the scheduler at start. Read at service start.'),
+]
+
 ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
-            deployment_set_opts + scheduler_driver_opts)
+            deployment_set_opts + scheduler_driver_opts +
+            request_wrapper_opts)
 
 
 def register_opts(conf):

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Run the unit and functional tests with stestr and end with one plain line,
-# "N passed, N failed, N skipped".  Exits non-zero if any test failed, if a
-# suite could not be loaded, or if no test ran at all.
+# "N passed, N failed, N skipped", after one line per skipped test with the
+# reason it gave.  Exits non-zero if any test failed, if a suite could not
+# be loaded, or if no test ran at all.
+#
+# A passing test prints nothing but its result line: each test captures its
+# log and output (tests/base.py), and stestr shows them for a failing test
+# only, after its traceback.
 #
 # Needs an environment where the package and test-requirements.txt are
 # installed (bash .ci/run builds one from nothing and then calls this).
@@ -39,14 +44,20 @@ for suite in "${suites[@]}"; do
     mkdir -p "$repo"
     stestr --repo-url "$repo" init > /dev/null
     suite_ok=true
+    # --suppress-attachments: what a passing test printed stays in the
+    # stestr repository; a failing test shows it all.
     stestr --repo-url "$repo" --test-path "./tests/$suite" --top-dir ./ \
-        run "$@" || suite_ok=false
+        run --suppress-attachments "$@" || suite_ok=false
     stats=$(stestr --repo-url "$repo" last --subunit 2>/dev/null \
             | subunit-stats 2>/dev/null)
     p=$(sed -n 's/^Passed tests: *\([0-9]*\)$/\1/p' <<< "$stats")
     f=$(sed -n 's/^Failed tests: *\([0-9]*\)$/\1/p' <<< "$stats")
     s=$(sed -n 's/^Skipped tests: *\([0-9]*\)$/\1/p' <<< "$stats")
     p=${p:-0}; f=${f:-0}; s=${s:-0}
+    { stestr --repo-url "$repo" last --subunit 2>/dev/null || true; } \
+        | python tools/skip-reasons.py >> "$results/skipped" \
+        || echo "(could not read the skip reasons of the $suite tests)" \
+            >> "$results/skipped"
     if ! $suite_ok && [ "$f" -eq 0 ]; then
         # stestr failed without a failing test: the suite could not be
         # loaded (an import error in discovery, a crashed worker).  Count
@@ -67,5 +78,9 @@ if [ $((passed + failed)) -eq 0 ]; then
 fi
 [ "$failed" -eq 0 ] || status=1
 
+if [ -s "$results/skipped" ]; then
+    printf "\nskipped tests (id: reason):\n"
+    sed 's/^/  /' "$results/skipped"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 exit "$status"

@@ -23,9 +23,28 @@ Same command line (``--config-file``, ``--config-dir``), same
 (``scheduler``), same ``[scheduler] workers``: a deployer replaces the
 command and nothing else, and the rest of Nova cannot tell the
 difference.
+
+A command line or configuration the service cannot start with ends in one
+line on stderr and exit status 2, as a bad argument to any command does:
+no configuration file at all (no ``--config-file`` and none of oslo.config's
+default locations), a ``--config-file`` or ``--config-dir`` that does not
+exist, a file that cannot be parsed, a value of the wrong type in an option
+read before the service starts (the logging options, ``[scheduler]
+workers``, ``[nova_sched_ext] scheduler_driver``).
 """
 # autopep8: off
-from nova import monkey_patch; monkey_patch.patch(backend='threading')  # noqa
+import os
+
+from nova import monkey_patch
+from oslo_config import cfg
+try:
+    monkey_patch.patch(backend='threading')
+except cfg.Error:
+    # A config file that cannot be read: main() says so in one line.  Until
+    # then the process is what this command's default makes it, native
+    # threading (with eventlet kept out), whatever the file would have said.
+    os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = 'true'
+    monkey_patch.patch(backend='threading')
 # autopep8: on
 
 import sys
@@ -63,24 +82,84 @@ def create_service():
         binary=BINARY, topic=rpcapi.RPC_TOPIC, manager=manager)
 
 
-def main():
-    config.parse_args(sys.argv)
-    logging.setup(CONF, "nova")
-    objects.register_all()
-    gmr_opts.set_defaults(CONF)
-    objects.Service.enable_min_version_cache()
+#: what ``--help`` says the command is
+DESCRIPTION = (
+    "nova-scheduler running nova-sched-ext's scheduler manager: the "
+    "driver [nova_sched_ext] scheduler_driver names (default: the "
+    "package's manager; preemption: the manager that may evict "
+    "preemptible instances). Same options, nova.conf and service as "
+    "nova-scheduler.")
 
-    gmr.TextGuruMeditation.setup_autorun(version, conf=CONF)
 
+class UsageError(Exception):
+    """The command line or the configuration files cannot be used."""
+
+
+def prog_name(argv):
+    """The command's name, as oslo.config derives it from ``argv[0]``."""
+    prog = os.path.basename(argv[0]) if argv else BINARY
+    return prog[:-3] if prog.endswith('.py') else prog
+
+
+def parse_args(argv, prog):
+    """Parse the command line and the configuration like nova-scheduler.
+
+    The command line is parsed once on its own first, with this command's
+    description for ``--help``, so that a mistake in it or in the files it
+    names is a :class:`UsageError` before Nova sets up RPC and the
+    database; then Nova's ``config.parse_args`` parses it as it does for
+    ``nova-scheduler``.
+    """
+    logging.register_options(CONF)
     try:
+        CONF(argv[1:], project='nova', prog=prog,
+             version=version.version_string(), description=DESCRIPTION)
+        found = CONF.config_file or CONF.config_dir
+    except cfg.Error as exc:
+        raise UsageError(exc) from None
+    finally:
+        # Nova registers more command-line options before it parses.
+        CONF.clear()
+    if not found:
+        raise UsageError(
+            'no configuration file: pass --config-file (for example '
+            '--config-file /etc/nova/nova.conf); there is no nova.conf or '
+            '%s.conf in ~/.nova, ~, /etc/nova or /etc' % prog)
+    config.parse_args(argv, prog=prog)
+
+
+def main(argv=None):
+    argv = sys.argv if argv is None else argv
+    prog = prog_name(argv)
+    try:
+        parse_args(argv, prog)
+        logging.setup(CONF, "nova")
+        objects.register_all()
+        gmr_opts.set_defaults(CONF)
+        objects.Service.enable_min_version_cache()
+
+        gmr.TextGuruMeditation.setup_autorun(version, conf=CONF)
+
+        workers = CONF.scheduler.workers or processutils.get_worker_count()
         server = create_service()
-    except registry.UnknownDriver as exc:
+    except (UsageError, cfg.ConfigSourceValueError) as exc:
+        # A value of the wrong type in a file is found only when the
+        # option is read.
+        _usage_error(prog, exc)
+    except registry.PluginLoadError as exc:
+        # An unknown or broken driver, request wrapper or victim strategy
+        # named in the configuration: a scheduler without it would be unsafe.
         sys.exit(str(exc))
 
-    workers = CONF.scheduler.workers or processutils.get_worker_count()
     # As nova-scheduler does: the executors must not cross the fork of
     # the workers.
     thread_pool_factory.reset_all_executors()
 
     service.serve(server, workers=workers)
     service.wait()
+
+
+def _usage_error(prog, exc):
+    message = ' '.join(str(exc).split())
+    sys.stderr.write('%s: error: %s\n' % (prog, message))
+    sys.exit(2)

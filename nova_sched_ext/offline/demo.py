@@ -19,8 +19,8 @@ hosts of several NUMA layouts (2 and 4 cells, 2M and 1G huge pages, a PCI
 device).  The package's filters are enabled the way a deployer enables them,
 through ``[filter_scheduler] available_filters`` / ``enabled_filters``.
 
-For each scenario (see :mod:`nova_sched_ext.testing.scenarios`) the demo
-boots a series of NUMA flavors and prints where each server landed, or
+For each scenario (see :mod:`nova_sched_ext.offline.harness.scenarios`) the
+demo boots a series of NUMA flavors and prints where each server landed, or
 NoValidHost.  By default each scenario runs twice on the same hosts:
 
 * ``mixed-numa``: first with Nova's filters alone, then with NUMAFitFilter;
@@ -111,7 +111,7 @@ def _chain(result, index):
 
 def render(run, out):
     scenario = run.scenario
-    from nova_sched_ext.testing import fake_hosts
+    from nova_sched_ext.offline.harness import fake_hosts
 
     write = out.write
     write('\nScenario %s: %s\n\n' % (scenario.name, scenario.title))
@@ -210,16 +210,7 @@ def _render_same_scheduling(run, write):
     write('\n'.join(_table(headers, rows)) + '\n\n')
     _write_why(scenario, write)
 
-    passes = [p for results in run.results for r in results
-              for p in r.passes]
-    fit_rejected = sum(p.rejected('NUMAFitFilter') for p in passes)
-    nova_rejected = sum(p.rejected('NUMATopologyFilter') for p in passes)
-    skipped = sum(1 for p in passes if p.kept and
-                  p.kept[-1] == ('NUMAFitFilter', 0))
-    write('NUMAFitFilter removed %d host(s) in %d filter passes.\n'
-          'NUMATopologyFilter removed %d after it, and did not run at all '
-          'in %d pass(es) where no host was left.\n'
-          % (fit_rejected, len(passes), nova_rejected, skipped))
+    write(filter_summary(run))
     if run.reference is not None:
         differences = [p for p in run.problems() if ' vs ' in p]
         servers = sum(len(results) for results in run.results)
@@ -230,6 +221,47 @@ def _render_same_scheduling(run, write):
             write('Compared with %s (reference run): the same host and '
                   'NUMA cells for all %d servers, the same failures,\nthe '
                   'same hosts left after filtering.\n' % (label, servers))
+
+
+def table_passes(run):
+    """``(shown, not_shown)``: the filter passes of the table, and the rest.
+
+    Row ``i`` of a request shows the request's pass ``i``, the one that
+    placed its ``i``-th server.  Nova filters a request for several servers
+    once more to pick alternate hosts (``_get_alternate_hosts``); no row
+    shows that pass.
+    """
+    shown, not_shown = [], []
+    for results in run.results:
+        passes = results[0].passes if results else ()
+        shown.extend(passes[:len(results)])
+        not_shown.extend(passes[len(results):])
+    return shown, not_shown
+
+
+def filter_summary(run):
+    """The lines under the table: what the NUMA filters did in its passes.
+
+    Counted over the passes the rows show (:func:`table_passes`), so that
+    the sums are those of the rows.
+    """
+    shown, not_shown = table_passes(run)
+    fit_rejected = sum(p.rejected('NUMAFitFilter') for p in shown)
+    nova_rejected = sum(p.rejected('NUMATopologyFilter') for p in shown)
+    skipped = sum(1 for p in shown if p.kept and
+                  p.kept[-1] == ('NUMAFitFilter', 0))
+    text = ('NUMAFitFilter removed %d host(s) in the %d filter passes '
+            'above.\n'
+            'NUMATopologyFilter removed %d after it, and did not run at all '
+            'in %d pass(es) where no host was left.\n'
+            % (fit_rejected, len(shown), nova_rejected, skipped))
+    if not_shown:
+        text += ('Not in the table: %d more pass(es) Nova made to pick '
+                 'alternate hosts for requests of several servers '
+                 '(NUMAFitFilter removed %d host(s) there).\n'
+                 % (len(not_shown),
+                    sum(p.rejected('NUMAFitFilter') for p in not_shown)))
+    return text
 
 
 def _render_comparison(run, write):
@@ -348,7 +380,7 @@ def _choose_concurrency(threads):
         os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', 'false')
     # Applies the choice (and eventlet's monkey patching) before anything
     # else imports Nova.
-    import nova_sched_ext.testing  # noqa: F401
+    import nova_sched_ext.offline.harness  # noqa: F401
 
 
 def main(argv=None):
@@ -357,7 +389,7 @@ def main(argv=None):
     _choose_concurrency(args.threads)
 
     try:
-        from nova_sched_ext.testing import scenarios
+        from nova_sched_ext.offline.harness import scenarios
     except ImportError as exc:
         return _missing_harness(exc)
 
@@ -382,7 +414,7 @@ def main(argv=None):
         return 2
 
     try:
-        from nova_sched_ext.testing import runner
+        from nova_sched_ext.offline.harness import runner
     except ImportError as exc:
         return _missing_harness(exc)
 

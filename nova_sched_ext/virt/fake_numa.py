@@ -50,7 +50,6 @@ which is how the tempest plugin learns each test host's cells.
 import collections
 
 import os_resource_classes as orc
-from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
@@ -60,49 +59,14 @@ from nova import objects
 from nova.virt import fake
 from nova.virt import hardware
 
+from nova_sched_ext.virt import conf as virt_conf
 from nova_sched_ext.virt import layout as layout_mod
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
 
-GROUP_NAME = 'nova_sched_ext_fake_virt'
-
-fake_virt_group = cfg.OptGroup(
-    GROUP_NAME,
-    title='nova-sched-ext fake NUMA virt driver',
-    help='Options of nova_sched_ext.virt.fake_numa.FakeNUMADriver, a fake '
-         'hypervisor for test clouds.')
-
-fake_virt_opts = [
-    cfg.StrOpt(
-        'numa_topology',
-        default='2x4x4096',
-        help='The NUMA cells of the fake host, written CELLSxCPUSxMIB: the '
-             'number of cells, the CPUs of each cell and the memory of each '
-             'cell in MiB. All cells are alike.'),
-    cfg.IntOpt(
-        'disk_gb',
-        default=1000, min=1,
-        help='Local disk of the fake host, in GiB.'),
-    cfg.BoolOpt(
-        'publish_layout_trait',
-        default=True,
-        help='Set a CUSTOM_NSE_NUMA_<cells>CELLS_<cpus>CPUS_<mib>MB trait '
-             "on the host's resource provider so that tests can read the "
-             'NUMA layout through the placement API.'),
-]
-
-
-def register_opts(conf):
-    conf.register_group(fake_virt_group)
-    conf.register_opts(fake_virt_opts, group=fake_virt_group)
-
-
-def list_opts():
-    return [(fake_virt_group, fake_virt_opts)]
-
-
-register_opts(CONF)
+# The options are registered by importing nova_sched_ext.virt.conf.
+GROUP_NAME = virt_conf.GROUP_NAME
 
 
 class FakeNUMADriver(fake.FakeDriverWithoutFakeNodes):

@@ -13,11 +13,11 @@
 """Base class of the functional tests: a real Nova on fake NUMA hosts.
 
 The services, fake hosts and boot helpers live in
-:mod:`nova_sched_ext.testing.cloud` (the demo uses them too); this adds the
-assertions the tests share.
+:mod:`nova_sched_ext.offline.harness.cloud` (the demo uses them too); this
+adds the assertions the tests share.
 """
 
-from nova_sched_ext.testing import cloud
+from nova_sched_ext.offline.harness import cloud
 
 NUMA_FIT_FILTER = cloud.NUMA_FIT_FILTER
 NUMA_TOPOLOGY_FILTER = cloud.NUMA_TOPOLOGY_FILTER

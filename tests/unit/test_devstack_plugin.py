@@ -22,9 +22,11 @@ treat multi-valued options.
 import os
 import subprocess
 import sys
+import textwrap
 
 import fixtures
-import testtools
+
+from tests import base
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -38,7 +40,7 @@ def _bash(script, **env):
         capture_output=True, text=True, check=True, timeout=60).stdout
 
 
-class SettingsTest(testtools.TestCase):
+class SettingsTest(base.TestCase):
     """devstack/settings extends NOVA_FILTERS, idempotently."""
 
     def _filters(self, nova_filters, ours=None):
@@ -74,7 +76,7 @@ class SettingsTest(testtools.TestCase):
         self.assertEqual('A,B', self._filters('A,B', ''))
 
 
-class LiteIniTest(testtools.TestCase):
+class LiteIniTest(base.TestCase):
     """devstack-lite's iniset/iniadd/iniget behave like devstack's."""
 
     def _run(self, commands):
@@ -108,7 +110,7 @@ class LiteIniTest(testtools.TestCase):
         self.assertEqual(1, out.count('host = '))
 
 
-class PreemptionPluginTest(testtools.TestCase):
+class PreemptionPluginTest(base.TestCase):
     """NOVA_SCHED_EXT_PREEMPTION=True: the driver and its credentials."""
 
     SERVICE_USER = (
@@ -167,7 +169,7 @@ class PreemptionPluginTest(testtools.TestCase):
         self.assertIn('[service_user]', out)
 
 
-class CheckConfigDriverTest(testtools.TestCase):
+class CheckConfigDriverTest(base.TestCase):
     """check_config.py stops a preemption driver that could not work."""
 
     def _check(self, text, *args):
@@ -210,3 +212,140 @@ class CheckConfigDriverTest(testtools.TestCase):
         self.assertIn("scheduler_driver = 'nope' is not a scheduler driver",
                       result.stderr)
         self.assertIn('[nova_sched_ext] preemption_action', result.stderr)
+
+
+class CapacityServicesPluginTest(base.TestCase):
+    """nse-capacity-api and nse-capacity-exporter: files, keystone, runs."""
+
+    # devstack's functions that devstack-lite does not provide, recorded.
+    STUBS = textwrap.dedent('''
+        function _record { echo "$*" >> "$CALLS"; }
+        function write_uwsgi_config {
+            _record write_uwsgi_config "$@"
+            iniset "$1" uwsgi module "$2"
+        }
+        function remove_uwsgi_config { _record remove_uwsgi_config "$@"; }
+        function get_or_create_service {
+            _record get_or_create_service "$@"
+        }
+        function get_or_create_endpoint {
+            _record get_or_create_endpoint "$@"
+        }
+        function run_process { _record run_process "$@"; }
+        function stop_process { _record stop_process "$@"; }
+        function wait_for_service { _record wait_for_service "$@"; }
+        function which { echo "/usr/bin/$1"; }
+    ''')
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.nova_conf = os.path.join(self.dir, 'nova.conf')
+        self.capacity_conf = os.path.join(self.dir,
+                                          'nova-sched-ext-capacity.conf')
+        self.uwsgi_conf = os.path.join(self.dir,
+                                       'nova-sched-ext-capacity-uwsgi.ini')
+        self.tempest_conf = os.path.join(self.dir, 'tempest.conf')
+        self.calls = os.path.join(self.dir, 'calls')
+        open(self.nova_conf, 'w').close()
+        open(self.calls, 'w').close()
+
+    def _plugin(self, commands, services='nse-capacity-api,'
+                'nse-capacity-exporter', **env):
+        script = ('LITE_DIR=%s VENV=/nonexistent LOGDIR=/tmp PIDDIR=/tmp\n'
+                  'source %s/functions.sh\n%s\n'
+                  'ENABLED_SERVICES=%s\n'
+                  'NOVA_SCHED_EXT_DIR=%s NOVA_CONF=%s NOVA_BIN_DIR=/venv/bin\n'
+                  'NOVA_FAKE_CONF=/nonexistent TEMPEST_CONFIG=%s\n'
+                  'SERVICE_PROTOCOL=http SERVICE_HOST=192.0.2.10\n'
+                  'REGION_NAME=RegionOne NOVA_FILTERS=ComputeFilter\n'
+                  'source %s/devstack/settings\n%s\n'
+                  % (LITE, LITE, self.STUBS, services, REPO, self.nova_conf,
+                     self.tempest_conf, REPO, commands))
+        _bash(script, CALLS=self.calls, **env)
+        with open(self.calls) as f:
+            return f.read().splitlines()
+
+    @staticmethod
+    def _read(path):
+        with open(path) as f:
+            return f.read()
+
+    def test_the_capacity_file_and_the_uwsgi_file(self):
+        calls = self._plugin(
+            'source %s/devstack/plugin.sh\n'
+            'configure_nova_sched_ext_capacity' % REPO,
+            NOVA_SCHED_EXT_CAPACITY_ALLOWED_ROLES='admin,capacity_reader',
+            NOVA_SCHED_EXT_CAPACITY_EXPORT_PER_HOST='yes')
+        self.assertEqual(
+            '[nova_sched_ext_capacity]\nauth_strategy = keystone\n'
+            'allowed_roles = admin,capacity_reader\n'
+            'refresh_interval = 60\nexporter_port = 9736\n'
+            'export_per_host = True\n', self._read(self.capacity_conf))
+        self.assertEqual(
+            ['write_uwsgi_config %s nova_sched_ext.capacity.wsgi:application '
+             '/numa-capacity  nse-capacity-api' % self.uwsgi_conf], calls)
+        uwsgi = self._read(self.uwsgi_conf)
+        self.assertIn('env = NOVA_SCHED_EXT_CAPACITY_CONFIG_DIR=%s\n'
+                      % self.dir, uwsgi)
+        # nova.conf itself is left alone.
+        self.assertEqual('', self._read(self.nova_conf))
+
+    def test_the_exporter_alone_needs_no_uwsgi(self):
+        calls = self._plugin(
+            'source %s/devstack/plugin.sh\n'
+            'configure_nova_sched_ext_capacity' % REPO,
+            services='nse-capacity-exporter')
+        self.assertEqual([], calls)
+        self.assertIn('exporter_port = 9736',
+                      self._read(self.capacity_conf))
+
+    def test_the_api_is_in_the_catalog(self):
+        calls = self._plugin('source %s/devstack/plugin.sh\n'
+                             'create_nova_sched_ext_capacity_accounts'
+                             % REPO)
+        self.assertEqual(
+            ['get_or_create_service nova-sched-ext-capacity numa-capacity '
+             'NUMA-exact capacity of the flavors (nova-sched-ext)',
+             'get_or_create_endpoint numa-capacity RegionOne '
+             'http://192.0.2.10/numa-capacity'], calls)
+
+    def test_stack_extra_starts_both_services(self):
+        calls = self._plugin('source %s/devstack/plugin.sh stack extra'
+                             % REPO)
+        self.assertEqual(
+            ['run_process nse-capacity-api /usr/bin/uwsgi --procname-prefix '
+             'nse-capacity-api --ini %s' % self.uwsgi_conf,
+             'wait_for_service 60 http://192.0.2.10/numa-capacity',
+             'run_process nse-capacity-exporter '
+             '/venv/bin/nova-sched-ext-capacity-exporter --config-file %s '
+             '--config-file %s' % (self.nova_conf, self.capacity_conf)],
+            calls)
+
+    def test_disabled_services_start_nothing(self):
+        calls = self._plugin('source %s/devstack/plugin.sh stack extra'
+                             % REPO, services='key,n-api')
+        self.assertEqual([], calls)
+
+    def test_tempest_knows_whether_the_api_runs(self):
+        for services, expected in (('nse-capacity-api', 'True'),
+                                   ('nse-capacity-exporter', 'False')):
+            self._plugin('source %s/devstack/plugin.sh\n'
+                         'configure_tempest_for_nova_sched_ext' % REPO,
+                         services=services)
+            self.assertIn('capacity_api = %s\n' % expected,
+                          self._read(self.tempest_conf))
+
+    def test_unstack_stops_the_services_and_removes_their_files(self):
+        calls = self._plugin(
+            'source %s/devstack/plugin.sh\n'
+            'configure_nova_sched_ext_capacity\n'
+            'configure_tempest_for_nova_sched_ext\n'
+            'source %s/devstack/plugin.sh unstack' % (REPO, REPO))
+        self.assertEqual(
+            ['stop_process nse-capacity-api',
+             'stop_process nse-capacity-exporter',
+             'remove_uwsgi_config %s nse-capacity-api' % self.uwsgi_conf],
+            calls[1:])
+        self.assertFalse(os.path.exists(self.capacity_conf))
+        self.assertNotIn('capacity_api', self._read(self.tempest_conf))

@@ -27,12 +27,12 @@ import fixtures
 from nova.scheduler import filters as nova_filters
 from nova.scheduler import weights as nova_weights
 from oslo_config import generator
-from oslotest import base
 from stevedore import _cache as stevedore_cache
 from stevedore import extension
 
 from nova_sched_ext import filters
 from nova_sched_ext import weighers
+from tests import base
 
 THIRD_PARTY_MODULE = textwrap.dedent('''
     from nova.scheduler import filters
@@ -63,15 +63,16 @@ class ThirdPartyDistribution(fixtures.Fixture):
     test the plugins of an earlier one.
     """
 
-    def __init__(self, entry_points):
+    def __init__(self, entry_points, source=THIRD_PARTY_MODULE):
         super().__init__()
         self.module = 'thirdparty_%s' % uuid.uuid4().hex
         self._entry_points = entry_points
+        self._source = source
 
     def _setUp(self):
         root = self.useFixture(fixtures.TempDir()).path
         with open(os.path.join(root, self.module + '.py'), 'w') as f:
-            f.write(THIRD_PARTY_MODULE)
+            f.write(self._source)
         dist_info = os.path.join(root, '%s-1.0.dist-info' % self.module)
         os.mkdir(dist_info)
         with open(os.path.join(dist_info, 'METADATA'), 'w') as f:
@@ -89,7 +90,7 @@ class ThirdPartyDistribution(fixtures.Fixture):
         return fixtures.PythonPathEntry(self.root)
 
 
-class TestRegistration(base.BaseTestCase):
+class TestRegistration(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -199,7 +200,7 @@ class TestRegistration(base.BaseTestCase):
                       self._names(classes))
 
 
-class TestInstalledMetadata(base.BaseTestCase):
+class TestInstalledMetadata(base.TestCase):
     """setup.cfg's entry points reach the installed distribution."""
 
     @staticmethod
@@ -213,10 +214,10 @@ class TestInstalledMetadata(base.BaseTestCase):
                                            'nova_sched_ext'))
 
     def test_console_scripts(self):
-        self.assertEqual({'nova_sched_ext.cmd.bench:main'},
+        self.assertEqual({'nova_sched_ext.offline.bench.cli:main'},
                          self._entry_point('console_scripts',
                                            'nova-sched-ext-bench'))
-        self.assertEqual({'nova_sched_ext.cmd.demo:main'},
+        self.assertEqual({'nova_sched_ext.offline.demo:main'},
                          self._entry_point('console_scripts',
                                            'nova-sched-ext-demo'))
 

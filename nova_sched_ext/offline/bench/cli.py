@@ -38,17 +38,32 @@ import statistics
 import sys
 import time
 
-from nova_sched_ext.fit import adapters
-from nova_sched_ext.fit import engine
-from nova_sched_ext.fit import model
+from nova_sched_ext.offline import loader
+
+
+class _Lazy(object):
+    """A fit module imported on first use.
+
+    Importing the fit engine pulls in Nova, futurist and eventlet, which
+    print deprecation warnings: ``--help`` and argument errors must not.
+    """
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        import importlib
+        return getattr(importlib.import_module(self._name), attr)
+
+
+adapters = _Lazy('nova_sched_ext.fit.adapters')
+engine = _Lazy('nova_sched_ext.fit.engine')
+model = _Lazy('nova_sched_ext.fit.model')
 
 
 def _nova():
-    """Import Nova lazily: it is slow to import and noisy."""
-    from nova import config  # noqa: F401  (registers Nova's options)
-    from nova import objects
-    objects.register_all()
-    return objects
+    """Nova's objects, loaded once by the offline tools' one loader."""
+    return loader.load_nova()
 
 
 def host_topology(objects, cells, cores=16, threads=2, memory_mb=65536,
@@ -488,29 +503,42 @@ def bench_weigher(args):
     return 0
 
 
+def _output_options(parser, default):
+    # The same options before or after the subcommand; after it they are
+    # SUPPRESSed so that an absent one leaves the value given before it.
+    parser.add_argument('--json', action='store_true', default=default,
+                        help='print the figures as JSON')
+    parser.add_argument('--backend', choices=['c', 'python'],
+                        default=None if default is False else default,
+                        help='fit engine backend (default: as configured)')
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog='nova-sched-ext-bench', description=__doc__.split('\n')[0])
-    parser.add_argument('--json', action='store_true',
-                        help='print the figures as JSON')
-    parser.add_argument('--backend', choices=['c', 'python'],
-                        help='fit engine backend (default: as configured)')
+    _output_options(parser, False)
+    common = argparse.ArgumentParser(add_help=False)
+    _output_options(common, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest='command', required=True)
-    fit = sub.add_parser('fit', help='per-host fit: engine vs Nova')
+    fit = sub.add_parser('fit', help='per-host fit: engine vs Nova',
+                         parents=[common])
     fit.add_argument('--repeats', type=int, default=5)
     fit.add_argument('--corpus', type=int, default=2000,
                      help='random cases checked against Nova')
-    filt = sub.add_parser('filter', help='one filtering pass over many hosts')
+    filt = sub.add_parser('filter', help='one filtering pass over many hosts',
+                          parents=[common])
     filt.add_argument('--hosts', type=int, default=10000)
     filt.add_argument('--repeats', type=int, default=5)
     weigher = sub.add_parser('weigher',
-                             help='NUMASlotWeigher cost per request')
+                             help='NUMASlotWeigher cost per request',
+                             parents=[common])
     weigher.add_argument('--hosts', type=int, default=10000)
     weigher.add_argument('--flavors', type=int, default=8)
     weigher.add_argument('--repeats', type=int, default=5)
     victims = sub.add_parser(
         'victims', help='preemption victim selection: victims chosen vs '
-                        'the brute-force optimum, and decision time')
+                        'the brute-force optimum, and decision time',
+        parents=[common])
     victims.add_argument('--clusters', type=int, default=200,
                          help='random small clusters compared with the '
                               'brute-force optimum')
@@ -534,7 +562,7 @@ def main(argv=None):
     if args.command == 'weigher':
         return bench_weigher(args)
     if args.command == 'victims':
-        from nova_sched_ext.preemption import bench as victims_bench
+        from nova_sched_ext.offline.bench import victims as victims_bench
         return victims_bench.run(args)
     return bench_filter(args)
 

@@ -39,6 +39,8 @@ import statistics
 import time
 import uuid as uuid_mod
 
+from nova_sched_ext.offline import hosts as host_factory
+from nova_sched_ext.offline import loader
 from nova_sched_ext.preemption import strategies
 from nova_sched_ext.preemption import victims as victims_mod
 
@@ -92,30 +94,14 @@ SHAPES = (
 )
 
 
-def _nova():
-    from nova import config  # noqa: F401  (registers Nova's options)
-    from nova import objects
-    objects.register_all()
-    return objects
-
-
 def host_topology(cells=2, shared=2, dedicated=4, memory_mb=8192):
-    """An empty host: per cell ``shared`` + ``dedicated`` CPUs."""
-    objects = _nova()
-    per_cell = shared + dedicated
-    result = []
-    for c in range(cells):
-        cpus = list(range(c * per_cell, (c + 1) * per_cell))
-        result.append(objects.NUMACell(
-            id=c, socket=0, cpuset=set(cpus[:shared]),
-            pcpuset=set(cpus[shared:]), memory=memory_mb, cpu_usage=0,
-            memory_usage=0, pinned_cpus=set(),
-            siblings=[{cpu} for cpu in cpus],
-            mempages=[objects.NUMAPagesTopology(
-                size_kb=4, total=memory_mb * 256, used=0, reserved=0)],
-            network_metadata=objects.NetworkMetadata(physnets=set(),
-                                                     tunneled=False)))
-    return objects.NUMATopology(cells=result)
+    """An empty host: per cell ``shared`` + ``dedicated`` CPUs, no SMT.
+
+    Socket 0, memory in 4 KiB pages (:mod:`nova_sched_ext.offline.hosts`).
+    """
+    return host_factory.numa_topology(
+        [host_factory.Cell(memory_mb=memory_mb, shared=shared,
+                           dedicated=dedicated)] * cells, socket=0)
 
 
 class HostBuilder:
@@ -198,7 +184,7 @@ class HostBuilder:
 
 def request_for(shape, count=1):
     """A :class:`~.victims.Request` for ``count`` instances of a shape."""
-    objects = _nova()
+    objects = loader.load_nova()
     spec = objects.RequestSpec(
         numa_topology=shape.topology(), pci_requests=None,
         instance_uuid=str(uuid_mod.uuid4()), num_instances=count,
@@ -364,7 +350,7 @@ def decision_time(hosts, per_host, repeats, seed):
 
 def run(args):
     """Entry point of ``nova-sched-ext-bench victims``; an exit code."""
-    _nova()
+    loader.load_nova()
     result = quality(args.clusters, args.seed)
     result.update(decision_time(args.hosts, args.per_host, args.repeats,
                                 args.seed))

@@ -18,17 +18,17 @@ Shared by the functional tests (``tests/functional``) and the demo
 (``openstack-placement``, ``wsgi-intercept``, ``oslotest``) and are never
 imported by the scheduler plugins themselves.
 
-- :mod:`~nova_sched_ext.testing.fake_hosts`: host layouts (NUMA cells, huge
-  pages, PCI devices) and flavor shapes, as plain data.
-- :mod:`~nova_sched_ext.testing.scenarios`: boot sequences with the outcome
-  each boot must have.
-- :mod:`~nova_sched_ext.testing.filter_trace`: records how many hosts each
-  scheduler filter kept, from Nova's own ``nova.filters`` log.
-- :mod:`~nova_sched_ext.testing.weighers`: a tie-breaking weigher that makes
-  the scheduler's choice among equal hosts deterministic.
-- :mod:`~nova_sched_ext.testing.cloud`: the test base class that starts the
-  services, boots servers and compares runs.
-- :mod:`~nova_sched_ext.testing.runner`: runs a scenario outside a test
+- :mod:`~nova_sched_ext.offline.harness.fake_hosts`: host layouts (NUMA
+  cells, huge pages, PCI devices) and flavor shapes, as plain data.
+- :mod:`~nova_sched_ext.offline.harness.scenarios`: boot sequences with the
+  outcome each boot must have.
+- :mod:`~nova_sched_ext.offline.harness.filter_trace`: records how many hosts
+  each scheduler filter kept, from Nova's own ``nova.filters`` log.
+- :mod:`~nova_sched_ext.offline.harness.weighers`: a tie-breaking weigher
+  that makes the scheduler's choice among equal hosts deterministic.
+- :mod:`~nova_sched_ext.offline.harness.cloud`: the test base class that
+  starts the services, boots servers and compares runs.
+- :mod:`~nova_sched_ext.offline.harness.runner`: runs a scenario outside a test
   runner (the demo).
 """
 

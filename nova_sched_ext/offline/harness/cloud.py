@@ -52,9 +52,9 @@ from nova.tests.functional.libvirt import base as libvirt_base
 # Registers the [nova_sched_ext] options, so scenario flags can set them
 # before anything else imports the plugins.
 from nova_sched_ext import conf as ext_conf  # noqa: F401
-from nova_sched_ext.testing import fake_hosts
-from nova_sched_ext.testing import filter_trace
-from nova_sched_ext.testing import scenarios
+from nova_sched_ext.offline.harness import fake_hosts
+from nova_sched_ext.offline.harness import filter_trace
+from nova_sched_ext.offline.harness import scenarios
 
 CONF = nova_conf.CONF
 NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
@@ -129,7 +129,8 @@ class BootResult:
     cells: tuple
     #: the fault message of a server in ERROR
     fault: object
-    #: the filter passes the request caused (normally exactly one)
+    #: the filter passes the request caused: one per server, and for a
+    #: request of several servers one more, to pick alternate hosts
     passes: tuple
 
     @property

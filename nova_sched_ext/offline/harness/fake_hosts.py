@@ -14,7 +14,9 @@
 
 A :class:`HostLayout` describes one hypervisor the way an operator would
 (NUMA cells, memory per cell, huge pages, PCI devices) and turns it into the
-``fakelibvirt`` objects Nova's libvirt driver reads at start-up.
+``fakelibvirt`` objects Nova's libvirt driver reads at start-up; its cells
+are :class:`nova_sched_ext.offline.hosts.Cell` objects, the description
+every offline tool builds its hosts from.
 
 Every host has the same number of CPUs (:data:`CPUS_PER_HOST`) because
 ``[compute] cpu_dedicated_set`` / ``cpu_shared_set`` are process-wide options
@@ -30,6 +32,8 @@ from oslo_serialization import jsonutils
 
 from nova.tests.fixtures import libvirt as fakelibvirt
 
+from nova_sched_ext.offline import hosts
+
 #: CPUs on every fake host (Nova's libvirt test base mocks 16 online CPUs).
 CPUS_PER_HOST = 12
 #: ``[compute] cpu_shared_set``: one or two CPUs in every cell (VCPU).
@@ -39,9 +43,9 @@ CPU_DEDICATED_SET = '1-2,4-5,7-8,10-11'
 SHARED_CPUS = frozenset((0, 3, 6, 9))
 DEDICATED_CPUS = frozenset(range(CPUS_PER_HOST)) - SHARED_CPUS
 
-PAGE_4K = 4
-PAGE_2M = 2048
-PAGE_1G = 1024 * 1024
+PAGE_4K = hosts.PAGE_4K
+PAGE_2M = hosts.PAGE_2M
+PAGE_1G = hosts.PAGE_1G
 
 #: Name of the ``[pci] alias`` matching every fake PCI device.
 PCI_ALIAS_NAME = 'nic'
@@ -107,24 +111,22 @@ class HostLayout:
         return [len(self.cell_cpus(c) & SHARED_CPUS)
                 for c in range(self.cells)]
 
+    def numa_cells(self):
+        """The host's cells as :class:`~nova_sched_ext.offline.hosts.Cell`.
+
+        The counts of shared and dedicated CPUs are those of
+        :data:`CPU_SHARED_SET` and :data:`CPU_DEDICATED_SET` in each cell.
+        """
+        return [hosts.Cell(memory_mb=self.mem_gib_per_cell * 1024,
+                           shared=shared, dedicated=dedicated,
+                           pages_2m=self.pages_2m_per_cell,
+                           pages_1g=self.pages_1g_per_cell)
+                for shared, dedicated in zip(self.shared_cpus_per_cell(),
+                                             self.dedicated_cpus_per_cell())]
+
     def host_info(self):
         """The ``fakelibvirt.HostInfo`` Nova's libvirt driver will read."""
-        cell_kib = self.mem_gib_per_cell * PAGE_1G
-        pages = []
-        if self.pages_2m_per_cell:
-            pages.append((PAGE_2M, self.pages_2m_per_cell))
-        if self.pages_1g_per_cell:
-            pages.append((PAGE_1G, self.pages_1g_per_cell))
-        small_kib = cell_kib - sum(size * count for size, count in pages)
-        mempages = {
-            cell: fakelibvirt.create_mempages(
-                [(PAGE_4K, small_kib // PAGE_4K)] + pages)
-            for cell in range(self.cells)
-        }
-        return fakelibvirt.HostInfo(
-            cpu_nodes=self.cells, cpu_sockets=1,
-            cpu_cores=self.cpus_per_cell, cpu_threads=1,
-            kB_mem=cell_kib * self.cells, mempages=mempages)
+        return hosts.libvirt_host_info(self.numa_cells())
 
     def pci_info(self):
         """The ``fakelibvirt.HostPCIDevicesInfo``, or None without PCI."""

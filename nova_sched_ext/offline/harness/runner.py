@@ -28,7 +28,7 @@ import time
 
 import testtools
 
-from nova_sched_ext.testing import cloud
+from nova_sched_ext.offline.harness import cloud
 
 LOG_FORMAT = '%(asctime)s %(levelname)s [%(name)s] %(message)s'
 

@@ -35,7 +35,7 @@ scenarios to :data:`DEMO_SCENARIOS`.
 
 import dataclasses
 
-from nova_sched_ext.testing import fake_hosts as fh
+from nova_sched_ext.offline.harness import fake_hosts as fh
 
 #: ``Boot.expect`` value for a request that no host can take.
 NO_VALID_HOST = ()
@@ -96,8 +96,8 @@ class Boot:
 NOVA_WEIGHERS = 'nova.scheduler.weights.all_weighers'
 PACKAGE_WEIGHERS = 'nova_sched_ext.weighers.all_weighers'
 #: Ranks otherwise equal hosts by name, so every run is reproducible (a test
-#: helper, see :mod:`nova_sched_ext.testing.weighers`).
-TIE_BREAKER = 'nova_sched_ext.testing.weighers.HostNameTieBreaker'
+#: helper, see :mod:`nova_sched_ext.offline.harness.weighers`).
+TIE_BREAKER = 'nova_sched_ext.offline.harness.weighers.HostNameTieBreaker'
 STOCK_WEIGHT_CLASSES = (NOVA_WEIGHERS, TIE_BREAKER)
 SLOT_WEIGHT_CLASSES = (NOVA_WEIGHERS, PACKAGE_WEIGHERS, TIE_BREAKER)
 

@@ -22,7 +22,7 @@ Enable it like any weigher, after Nova's::
 
     [filter_scheduler]
     weight_classes = nova.scheduler.weights.all_weighers,
-                     nova_sched_ext.testing.weighers.HostNameTieBreaker
+                     nova_sched_ext.offline.harness.weighers.HostNameTieBreaker
 
 It is a test helper: deployments have no use for it.
 """

@@ -12,22 +12,24 @@
 
 """Trace-replay simulator: Nova's own filters and weighers, no services.
 
-* :mod:`~nova_sched_ext.sim.trace` reads the Huawei topology-aware trace
-  (``hosts.csv``, ``requests_C*.csv``) and generates synthetic traces with
-  arrivals and departures.
-* :mod:`~nova_sched_ext.sim.cloud` turns trace hosts into Nova
-  ``HostState`` objects with NUMA topologies and trace requests into
+* :mod:`~nova_sched_ext.offline.sim.cli` is ``nova-sched-ext-sim``.
+* :mod:`~nova_sched_ext.offline.sim.trace` reads the Huawei topology-aware
+  trace (``hosts.csv``, ``requests_C*.csv``) and generates synthetic traces
+  with arrivals and departures.
+* :mod:`~nova_sched_ext.offline.sim.cloud` turns trace hosts into Nova
+  ``HostState`` objects with NUMA topologies (built by
+  :mod:`nova_sched_ext.offline.hosts`) and trace requests into
   ``RequestSpec`` objects, as Nova builds them.
-* :mod:`~nova_sched_ext.sim.replay` replays a trace through
+* :mod:`~nova_sched_ext.offline.sim.replay` replays a trace through
   ``HostFilterHandler`` / ``HostWeightHandler`` with the filters and
   weighers named in ``nova.conf`` and consumes resources with
-  ``HostState.consume_from_request``, as the scheduler does.
-* :mod:`~nova_sched_ext.sim.fault_domain` is the simulator's former
-  stand-in for the deployment-set filter; ``fault_domain`` groups of the
-  trace now go through DeploymentSetFilter unless it is named.
-* :mod:`~nova_sched_ext.sim.policies` holds the named weigher presets of
-  ``nova-sched-ext-sim --policy`` / ``--compare``.
-* :mod:`~nova_sched_ext.sim.report` prints tables, JSON and plots.
+  ``HostState.consume_from_request``, as the scheduler does; the trace's
+  ``fault_domain`` groups go through the package's DeploymentSetFilter.
+* :mod:`~nova_sched_ext.offline.sim.slots` counts the large-flavor slots
+  left.
+* :mod:`~nova_sched_ext.offline.sim.policies` holds the named weigher
+  presets of ``nova-sched-ext-sim --policy`` / ``--compare``.
+* :mod:`~nova_sched_ext.offline.sim.report` prints tables, JSON and plots.
 
 See ``doc/source/simulator.rst``.
 """

@@ -26,9 +26,13 @@ Examples::
     nova-sched-ext-sim --synthetic 3000 --seed 7 \\
         --set filter_scheduler.host_subset_size=3
 
+``--plot`` draws with matplotlib, which the package does not require:
+``pip install 'nova-sched-ext[plot]'``.  The command checks for it before
+the replay starts, and says where it wrote each plot.
+
 Exit status: 0 when the replay ran, 2 when it could not (bad option, bad
-trace file, a filter or weigher that cannot be loaded), with one line on
-stderr that says why.
+trace file, a filter or weigher that cannot be loaded, ``--plot`` without
+matplotlib), with one line on stderr that says why.
 """
 
 import argparse
@@ -46,6 +50,12 @@ PROG = 'nova-sched-ext-sim'
 MAX_SYNTHETIC_HOSTS = 100000
 #: --synthetic: requests are kept in memory, a few hundred bytes each
 MAX_SYNTHETIC_REQUESTS = 10000000
+PLOT_NEEDS_MATPLOTLIB = ("--plot needs matplotlib: pip install "
+                         "'nova-sched-ext[plot]'")
+
+
+class UsageError(Exception):
+    """The options cannot work; found before the replay starts."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -202,7 +212,8 @@ def parse_args(argv):
     out.add_argument('--plot', metavar='FILE.png',
                      help='plot placed/rejected and large-flavor slots left '
                           '(one file per trace; the trace name is added '
-                          'when there are several)')
+                          'when there are several); needs matplotlib: pip '
+                          'install \'nova-sched-ext[plot]\'')
     out.add_argument('--slot-flavors', type=_integer(low=0), default=3,
                      metavar='N',
                      help='count slots of the N largest flavors of the '
@@ -302,18 +313,37 @@ def _progress(stream):
 
 
 def _plot_path(path, label, several):
-    if not several:
-        return path
+    """The file a trace's plot goes to.
+
+    Without an extension, ``.png`` is added, as matplotlib would add it:
+    the path printed is the file written.
+    """
     stem, ext = os.path.splitext(path)
-    return '%s-%s%s' % (stem, label, ext or '.png')
+    if several:
+        stem = '%s-%s' % (stem, label)
+    return stem + (ext or '.png')
+
+
+def check_plot(path):
+    """Fail before the replay, not after it, if ``--plot`` cannot work."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError(PLOT_NEEDS_MATPLOTLIB)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UsageError('--plot %s: directory %s does not exist'
+                         % (path, directory))
 
 
 def run(args, stdout=sys.stdout, stderr=sys.stderr):
+    if args.plot:
+        check_plot(args.plot)
     import nova.conf
-    from nova_sched_ext.sim import policies
-    from nova_sched_ext.sim import replay
-    from nova_sched_ext.sim import report
-    from nova_sched_ext.sim import trace
+    from nova_sched_ext.offline.sim import policies
+    from nova_sched_ext.offline.sim import replay
+    from nova_sched_ext.offline.sim import report
+    from nova_sched_ext.offline.sim import trace
 
     conf = nova.conf.CONF
     config_args = []
@@ -368,11 +398,6 @@ def run(args, stdout=sys.stdout, stderr=sys.stderr):
                     fast=args.fast, flavors=every_flavor)
                 results.append(simulator.run(requests))
         outputs[label] = results
-        if args.plot:
-            report.plot(results, _plot_path(args.plot, label,
-                                            len(traces) > 1),
-                        title='%s, %d requests, %d hosts' % (
-                            label, len(requests), len(hosts)))
         if not args.json:
             if len(results) == 1:
                 stdout.write('%s\n%s\n\n' % (label,
@@ -382,6 +407,18 @@ def run(args, stdout=sys.stdout, stderr=sys.stderr):
                     results, title='%s: %d requests on %d hosts%s' % (
                         label, len(requests), len(hosts),
                         ', --fast' if args.fast else '')) + '\n\n')
+        if args.plot:
+            written = report.plot(
+                results, _plot_path(args.plot, label, len(traces) > 1),
+                title='%s, %d requests, %d hosts' % (
+                    label, len(requests), len(hosts)))
+            # With --json, stdout is the JSON's alone.
+            if args.json:
+                stderr.write('%s: plot of %s written to %s\n'
+                             % (PROG, label, os.path.abspath(written)))
+            else:
+                stdout.write('plot of %s written to %s\n\n'
+                             % (label, os.path.abspath(written)))
     if args.json:
         if len(outputs) == 1:
             stdout.write(report.to_json(next(iter(outputs.values()))) + '\n')
@@ -402,13 +439,13 @@ def main(argv=None):
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format='%(levelname)s %(name)s: %(message)s')
-    from nova_sched_ext.sim import policies
-    from nova_sched_ext.sim import replay
-    from nova_sched_ext.sim import trace
+    from nova_sched_ext.offline.sim import policies
+    from nova_sched_ext.offline.sim import replay
+    from nova_sched_ext.offline.sim import trace
     try:
         # The streams of now, not of import time (tests replace them).
         run(args, stdout=sys.stdout, stderr=sys.stderr)
-    except (policies.PolicyError, replay.SimulationError,
+    except (UsageError, policies.PolicyError, replay.SimulationError,
             trace.TraceError) as exc:
         sys.stderr.write('%s: %s\n' % (PROG, exc))
         return 2

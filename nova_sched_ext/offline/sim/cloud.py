@@ -43,12 +43,14 @@ from nova.scheduler import host_manager
 from nova.virt import hardware
 from oslo_utils import timeutils
 
+from nova_sched_ext.offline import hosts
+from nova_sched_ext.offline import loader
+
 # Aggregate metadata key holding a host's failure domain (its rack).
 FAILURE_DOMAIN_KEY = 'failure_domain'
 
 CELL_UUID = '5f0d8c6e-8d8f-4c1a-9d0e-51b0c5a1d001'
 _NAMESPACE = uuid.UUID('0b4e5d64-2f6c-4d63-9c51-7a3a44b6b1e2')
-_SMALL_PAGE_KB = 4
 
 
 def stable_uuid(*parts):
@@ -58,28 +60,19 @@ def stable_uuid(*parts):
 
 def register_objects():
     """Nova's objects must be registered before any is built."""
-    objects.register_all()
+    loader.load_nova()
 
 
 def host_topology(cells):
-    """A ``NUMATopology`` of free capacity: ``cells`` is ((vcpus, MiB),)."""
-    result = []
-    first_cpu = 0
-    for cell_id, (vcpus, memory_mb) in enumerate(cells):
-        cpus = set(range(first_cpu, first_cpu + vcpus))
-        first_cpu += vcpus
-        result.append(objects.NUMACell(
-            id=cell_id, socket=None, cpuset=cpus, pcpuset=set(),
-            memory=memory_mb,
-            cpu_usage=0, memory_usage=0, pinned_cpus=set(),
-            siblings=[{cpu} for cpu in sorted(cpus)],
-            mempages=[objects.NUMAPagesTopology(
-                size_kb=_SMALL_PAGE_KB,
-                total=memory_mb * 1024 // _SMALL_PAGE_KB,
-                used=0, reserved=0)],
-            network_metadata=objects.NetworkMetadata(
-                physnets=set(), tunneled=False)))
-    return objects.NUMATopology(cells=result)
+    """A ``NUMATopology`` of free capacity: ``cells`` is ((vcpus, MiB),).
+
+    Each cell has that many shared CPUs, one thread per core, and that much
+    memory in 4 KiB pages, nothing in use; built by
+    :func:`nova_sched_ext.offline.hosts.numa_topology`.
+    """
+    return hosts.numa_topology(
+        [hosts.Cell(memory_mb=memory_mb, shared=vcpus)
+         for vcpus, memory_mb in cells])
 
 
 def rack_aggregates(trace_hosts):

@@ -16,7 +16,7 @@ What runs is what ``nova-scheduler`` runs for one instance of a boot
 request (``SchedulerManager._schedule``), minus the services around it:
 
 1. placement's VCPU / MEMORY_MB check picks the candidate hosts
-   (:func:`~nova_sched_ext.sim.cloud.placement_allows`); each candidate
+   (:func:`~nova_sched_ext.offline.sim.cloud.placement_allows`); each candidate
    gets one allocation candidate, as ``hosts_with_alloc_reqs`` gives it;
 2. ``HostFilterHandler.get_filtered_objects`` with the filters of
    ``[filter_scheduler] enabled_filters``, loaded from
@@ -45,9 +45,8 @@ Server groups: ``affinity`` and ``anti-affinity`` requests carry an
 ``setup_instance_group`` fills it, so Nova's ServerGroupAffinityFilter and
 ServerGroupAntiAffinityFilter decide.  ``fault_domain`` requests are
 deployment sets of strategy ``partition`` and go through the package's
-DeploymentSetFilter (its members come from the replay, not a database); the
-older :mod:`~nova_sched_ext.sim.fault_domain` stand-in is used only when
-enabled_filters names it.
+DeploymentSetFilter (its members come from the replay, not a database),
+which is added to enabled_filters when they do not name it.
 """
 
 import dataclasses
@@ -65,10 +64,9 @@ from oslo_log import log as logging
 
 from nova_sched_ext.deployment_set import members
 from nova_sched_ext.deployment_set import rules
-from nova_sched_ext.sim import cloud
-from nova_sched_ext.sim import fault_domain
-from nova_sched_ext.sim import slots
-from nova_sched_ext.sim import trace
+from nova_sched_ext.offline.sim import cloud
+from nova_sched_ext.offline.sim import slots
+from nova_sched_ext.offline.sim import trace
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -228,10 +226,6 @@ class _Group(object):
                              domains=frozenset([domain]))
                 for uuid, (host, domain, partition) in self.members.items()]
 
-    def racks_of_other_partitions(self, partition):
-        return sorted({domain for _host, domain, other in
-                       self.members.values() if other != partition})
-
 
 # The trace's groups reach about 130 members; deployment sets are capped at
 # [nova_sched_ext] deployment_set_max_size, which the simulator raises.
@@ -285,15 +279,13 @@ class Simulator(object):
 
     def _enabled_filter_names(self):
         names = list(CONF.filter_scheduler.enabled_filters)
-        if not any(n in names for n in
-                   fault_domain.DEPLOYMENT_SET_FILTERS + (fault_domain.NAME,)):
+        if DEPLOYMENT_SET_FILTER not in names:
             # The trace's fault_domain groups are deployment sets.
             names.append(DEPLOYMENT_SET_FILTER)
         return names
 
     def _load_filters(self):
         available = list(CONF.filter_scheduler.available_filters)
-        available.append(fault_domain.CLASS_PATH)
         try:
             classes = self.filter_handler.get_matching_classes(available)
         except (ImportError, exception.ClassNotFound) as exc:
@@ -309,9 +301,6 @@ class Simulator(object):
                 'filter(s) %s of [filter_scheduler] enabled_filters are not '
                 'in [filter_scheduler] available_filters (%s)'
                 % (', '.join(unknown), ', '.join(available)))
-        self.fault_domain_filter = next(
-            (n for n in names if n in fault_domain.DEPLOYMENT_SET_FILTERS +
-             (fault_domain.NAME,)), None)
         if self.fast:
             names = self._fast_filters(names, by_name)
         loaded = [by_name[n]() for n in names]
@@ -387,20 +376,17 @@ class Simulator(object):
         """--fast: leave out the group filters a request cannot trip.
 
         Without a group of their policy, Nova's server group filters pass
-        every host; without its hint, SimFaultDomainFilter does too.
+        every host.
         """
         if not self.fast:
             return self.filters
         policy = (spec_obj.instance_group.policy
                   if spec_obj.instance_group else None)
-        hints = spec_obj.scheduler_hints or {}
         active = []
         for filter_ in self.filters:
             name = type(filter_).__name__
             if name in GROUP_POLICY_FILTERS and \
                     GROUP_POLICY_FILTERS[name] != policy:
-                continue
-            if name == fault_domain.NAME and fault_domain.HINT not in hints:
                 continue
             active.append(filter_)
         return active
@@ -435,25 +421,11 @@ class Simulator(object):
         if request.strategy in (trace.AFFINITY, trace.ANTI_AFFINITY):
             return group, group.instance_group(instance_uuid), None
         if request.strategy == trace.FAULT_DOMAIN:
-            if self.fault_domain_filter == DEPLOYMENT_SET_FILTER:
-                hints = {'group': group.uuid,
-                         'deployment_set_strategy': 'partition',
-                         'deployment_set_partition': str(request.domain)}
-                return group, group.deployment_set(instance_uuid), hints
-            return group, None, self._fault_domain_hints(group, request)
+            hints = {'group': group.uuid,
+                     'deployment_set_strategy': 'partition',
+                     'deployment_set_partition': str(request.domain)}
+            return group, group.deployment_set(instance_uuid), hints
         raise SimulationError('unknown group strategy %r' % request.strategy)
-
-    def _fault_domain_hints(self, group, request):
-        if self.fault_domain_filter != fault_domain.NAME:
-            raise SimulationError(
-                'fault_domain requests cannot be translated for %s yet: '
-                'the simulator only knows the hints of its temporary %s; '
-                'remove %s from enabled_filters or teach '
-                'nova_sched_ext.sim.replay its hints'
-                % (self.fault_domain_filter, fault_domain.NAME,
-                   self.fault_domain_filter))
-        avoid = group.racks_of_other_partitions(request.domain)
-        return {fault_domain.HINT: avoid} if avoid else None
 
     def _claim(self, host, spec_obj):
         """The compute's NUMA claim, then the scheduler's consumption."""

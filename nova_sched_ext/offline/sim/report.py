@@ -14,7 +14,7 @@
 
 import json
 
-from nova_sched_ext.sim import trace
+from nova_sched_ext.offline.sim import trace
 
 
 def summary_table(result):

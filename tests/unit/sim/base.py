@@ -3,11 +3,11 @@
 import nova.conf
 from nova import objects
 from oslo_config import fixture as config_fixture
-import testtools
 
-from nova_sched_ext.sim import policies
-from nova_sched_ext.sim import replay
-from nova_sched_ext.sim import trace
+from nova_sched_ext.offline.sim import policies
+from nova_sched_ext.offline.sim import replay
+from nova_sched_ext.offline.sim import trace
+from tests import base
 
 CONF = nova.conf.CONF
 GB = 1024
@@ -27,7 +27,7 @@ def request(seq, vcpus, gb, numa=1, strategy=trace.NONE, group='',
         arrival=seq if arrival is None else arrival, lifetime=lifetime)
 
 
-class SimTestCase(testtools.TestCase):
+class SimTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -8,7 +8,8 @@ import sys
 import tempfile
 from unittest import mock
 
-from nova_sched_ext.cmd import sim
+from nova_sched_ext.offline.sim import cli
+from nova_sched_ext.offline.sim import replay
 from tests.unit.sim import base
 
 HOSTS = ('host_id,rack_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,numa1_ram_gb\n'
@@ -44,9 +45,9 @@ class TestCommand(base.SimTestCase):
 
     def run_cli(self, *argv):
         out, err = io.StringIO(), io.StringIO()
-        args = sim.parse_args(['--hosts', self.hosts,
+        args = cli.parse_args(['--hosts', self.hosts,
                                '--requests', self.requests] + list(argv))
-        outputs = sim.run(args, stdout=out, stderr=err)
+        outputs = cli.run(args, stdout=out, stderr=err)
         return out.getvalue(), err.getvalue(), outputs
 
     def test_json_has_the_keys(self):
@@ -85,9 +86,21 @@ class TestCommand(base.SimTestCase):
         self.assertIn('slots left', out)
         with open(png, 'rb') as f:
             self.assertEqual(b'\x89PNG', f.read(4))
+        # where it went, after the table
+        self.assertTrue(out.endswith(
+            'plot of requests_T written to %s\n\n' % png), out)
         [results] = outputs.values()
         self.assertEqual([0, 2, 4, 6, 8],
                          [s['request'] for s in results[0].samples])
+
+    def test_plot_with_json_is_named_on_stderr(self):
+        stem = os.path.join(self.dir, 'replay')
+        out, err, _ = self.run_cli('--json', '--plot', stem, '--limit', '2')
+        json.loads(out)
+        # matplotlib would add .png; the path says so
+        self.assertEqual('nova-sched-ext-sim: plot of requests_T written '
+                         'to %s.png\n' % stem, err)
+        self.assertTrue(os.path.isfile(stem + '.png'))
 
     def test_set_overrides_an_option(self):
         _out, _err, outputs = self.run_cli(
@@ -99,12 +112,12 @@ class TestCommand(base.SimTestCase):
 
     def test_errors_exit_2(self):
         bad = self.path('bad.csv', 'seq,flavor_vcpus\n0,1\n')
-        self.assertEqual(2, sim.main(['--hosts', self.hosts,
+        self.assertEqual(2, cli.main(['--hosts', self.hosts,
                                       '--requests', bad]))
-        self.assertEqual(2, sim.main(['--hosts', self.hosts,
+        self.assertEqual(2, cli.main(['--hosts', self.hosts,
                                       '--requests', self.requests,
                                       '--policy', 'no-such-policy']))
-        self.assertEqual(2, sim.main(['--hosts', self.hosts,
+        self.assertEqual(2, cli.main(['--hosts', self.hosts,
                                       '--requests', self.requests,
                                       '--set', 'no_such_group.x=1']))
 
@@ -139,9 +152,9 @@ class TestBadInput(base.SimTestCase):
         out, err = io.StringIO(), io.StringIO()
         # main() configures the root logger; keep that out of other tests.
         with mock.patch('sys.stdout', out), mock.patch('sys.stderr', err), \
-                mock.patch.object(sim.logging, 'basicConfig'):
+                mock.patch.object(cli.logging, 'basicConfig'):
             try:
-                code = sim.main(list(argv))
+                code = cli.main(list(argv))
             except SystemExit as exc:
                 code = exc.code
         return code, out.getvalue(), err.getvalue()
@@ -236,6 +249,28 @@ class TestBadInput(base.SimTestCase):
         ):
             self.assertFails(argv, *words)
 
+    def test_plot_without_matplotlib_stops_before_the_replay(self):
+        png = os.path.join(self.dir, 'out.png')
+        with mock.patch.dict(sys.modules, {'matplotlib': None}), \
+                mock.patch.object(replay.Simulator, 'run') as replay_run:
+            err = self.assertFails(
+                ['--hosts', self.hosts, '--requests', self.requests,
+                 '--plot', png],
+                "--plot needs matplotlib: pip install "
+                "'nova-sched-ext[plot]'")
+        replay_run.assert_not_called()
+        self.assertEqual("nova-sched-ext-sim: --plot needs matplotlib: pip "
+                         "install 'nova-sched-ext[plot]'\n", err)
+        self.assertFalse(os.path.exists(png))
+
+    def test_plot_into_a_missing_directory(self):
+        png = os.path.join(self.dir, 'no-such-dir', 'out.png')
+        with mock.patch.object(replay.Simulator, 'run') as replay_run:
+            self.assertFails(['--hosts', self.hosts,
+                              '--requests', self.requests, '--plot', png],
+                             'does not exist', 'no-such-dir')
+        replay_run.assert_not_called()
+
     def test_real_stderr_has_one_line(self):
         # The console script's own stderr, not a patched one.
         hosts = self.path('bad-hosts.csv', HOSTS.encode() + b'\xff\n')
@@ -243,7 +278,8 @@ class TestBadInput(base.SimTestCase):
                       '--arrival-rate', '0'],
                      ['--hosts', hosts, '--requests', self.requests]):
             proc = subprocess.run(
-                [sys.executable, '-m', 'nova_sched_ext.cmd.sim'] + argv,
+                [sys.executable, '-m', 'nova_sched_ext.offline.sim.cli']
+                + argv,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 universal_newlines=True, timeout=300)
             self.assertEqual(2, proc.returncode, proc.stderr)

@@ -4,10 +4,10 @@ from unittest import mock
 
 from nova.scheduler import filters
 
-from nova_sched_ext.sim import cloud
-from nova_sched_ext.sim import policies
-from nova_sched_ext.sim import replay
-from nova_sched_ext.sim import trace
+from nova_sched_ext.offline.sim import cloud
+from nova_sched_ext.offline.sim import policies
+from nova_sched_ext.offline.sim import replay
+from nova_sched_ext.offline.sim import trace
 from tests.unit.sim import base
 from tests.unit.sim.base import host
 from tests.unit.sim.base import request

@@ -3,12 +3,11 @@
 import os
 import tempfile
 
-import testtools
+from nova_sched_ext.offline.sim import trace
+from tests import base
 
-from nova_sched_ext.sim import trace
 
-
-class TestReaders(testtools.TestCase):
+class TestReaders(base.TestCase):
 
     def write(self, text):
         handle, path = tempfile.mkstemp(suffix='.csv')
@@ -98,7 +97,7 @@ HOSTS_HEADER = ('host_id,rack_id,numa0_vcpus,numa0_ram_gb,numa1_vcpus,'
 REQUESTS_HEADER = 'seq,flavor_vcpus,flavor_ram,numa,strategy,group,domain\n'
 
 
-class TestBadFiles(testtools.TestCase):
+class TestBadFiles(base.TestCase):
     """Each bad file gives one TraceError naming the file, line and field.
 
     None of them may escape as another exception: the command turns
@@ -214,7 +213,7 @@ class TestBadFiles(testtools.TestCase):
         self.assertNotIn('x' * 65, message)
 
 
-class TestSynthetic(testtools.TestCase):
+class TestSynthetic(base.TestCase):
 
     def test_seeded_and_shaped(self):
         hosts = trace.synthetic_hosts(10)

@@ -23,13 +23,13 @@ from nova import exception
 from nova import objects
 from nova.virt import hardware
 from oslo_config import fixture as config_fixture
-import testtools
 
 from nova_sched_ext.virt import fake_numa
 from nova_sched_ext.virt import layout
+from tests import base
 
 
-class FakeNUMADriverTest(testtools.TestCase):
+class FakeNUMADriverTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -105,7 +105,7 @@ class FakeNUMADriverTest(testtools.TestCase):
         self.assertIn('only has CPUs 0-3', str(exc))
 
 
-class FakeNUMAComputeTest(testtools.TestCase):
+class FakeNUMAComputeTest(base.TestCase):
     """nova_sched_ext.virt.compute makes the driver loadable by Nova."""
 
     def test_nova_loads_the_driver_by_its_alias(self):

@@ -13,12 +13,11 @@
 
 """The NUMA layout notation shared by the fake driver and tempest."""
 
-import testtools
-
 from nova_sched_ext.virt import layout
+from tests import base
 
 
-class LayoutTest(testtools.TestCase):
+class LayoutTest(base.TestCase):
 
     def test_parse(self):
         parsed = layout.parse(' 2x4X4096 ')

@@ -5,11 +5,10 @@ import io
 import json
 import math
 
-import testtools
-
-from nova_sched_ext.cmd import bench
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
+from nova_sched_ext.offline.bench import cli as bench
+from tests import base
 
 
 def content(topology):
@@ -17,7 +16,7 @@ def content(topology):
     return adapters.host_model(topology, None, 16.0, 1.5)
 
 
-class TestWeigherBench(testtools.TestCase):
+class TestWeigherBench(base.TestCase):
 
     def run_bench(self, *argv):
         out = io.StringIO()

@@ -1,0 +1,253 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Dependencies inside ``nova_sched_ext`` point one way only.
+
+The rings of the design (``fit/`` at the core, the scheduler plugins around
+it, then the scheduler manager and preemption, the offline tools outside)
+may use what is inside them, never what is outside.  Every module under
+``nova_sched_ext/`` is parsed (nothing is imported) and each of its imports
+is checked, the ones inside functions too: top-level and lazy imports,
+``from . import x`` and ``importlib.import_module('...')`` with a literal
+name.
+
+The rules, each with the reason a failure gives:
+
+* ``fit/`` imports nothing of the package but ``fit/`` and ``conf``;
+* only :data:`C_HELPER_SEAM` imports the compiled helper
+  (:data:`C_HELPER`);
+* nothing outside ``offline/`` imports ``offline/`` (the code a Nova
+  service loads never needs a tool), except the console scripts of
+  :data:`TOOL_COMMANDS` that still live in ``cmd/``;
+* ``filters/``, ``weighers/`` and ``deployment_set/`` import neither
+  ``preemption/`` nor ``manager`` (nor what sits outside those);
+* nothing under ``nova_sched_ext/`` imports ``tests``.
+"""
+
+import ast
+import os
+
+from tests import base
+
+PACKAGE = 'nova_sched_ext'
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+#: The compiled C fit helper (cffi), and the one module that imports it.
+C_HELPER = 'nova_sched_ext.fit._cfit'
+C_HELPER_SEAM = 'nova_sched_ext.fit.lowlevel'
+
+#: What fit/ may import of the package besides itself.
+FIT_MAY_IMPORT = ('nova_sched_ext.conf',)
+
+#: Console scripts of the offline tools still in cmd/ (they will move under
+#: offline/ and leave this tuple empty).
+TOOL_COMMANDS = ()
+
+#: The scheduler's plugins, and what they must not reach.
+PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
+           'nova_sched_ext.deployment_set')
+ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
+                 'nova_sched_ext.capacity', 'nova_sched_ext.cmd',
+                 'nova_sched_ext.offline')
+
+
+def within(name, prefixes):
+    """Whether a dotted ``name`` is one of ``prefixes`` or inside one."""
+    if isinstance(prefixes, str):
+        prefixes = (prefixes,)
+    return any(name == p or name.startswith(p + '.') for p in prefixes)
+
+
+def imports_of(source, module, is_package=False, filename='<source>'):
+    """``[(line, imported name)]`` of every import in a module's source.
+
+    ``from a.b import c`` gives both ``a.b`` and ``a.b.c`` (``c`` may be a
+    module); relative imports are resolved against ``module``.
+    """
+    tree = ast.parse(source, filename)
+    package = module.split('.') if is_package else module.split('.')[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ''
+            if node.level:
+                parent = package[:len(package) - node.level + 1]
+                base = '.'.join(parent + ([base] if base else []))
+            found.append((node.lineno, base))
+            found.extend((node.lineno, '%s.%s' % (base, alias.name))
+                         for alias in node.names if alias.name != '*')
+        elif isinstance(node, ast.Call) and node.args and \
+                isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str) and \
+                _called_name(node.func) in ('import_module', '__import__'):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def _called_name(func):
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def package_modules(top=TOP):
+    """``{module name: (path, source, is_package)}`` under nova_sched_ext."""
+    modules = {}
+    root = os.path.join(top, PACKAGE)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames
+                             if d != '__pycache__' and not d.startswith('.'))
+        for filename in sorted(filenames):
+            if not filename.endswith('.py'):
+                continue
+            path = os.path.join(dirpath, filename)
+            parts = os.path.relpath(path[:-3], top).split(os.sep)
+            is_package = parts[-1] == '__init__'
+            if is_package:
+                parts.pop()
+            with open(path, encoding='utf-8') as f:
+                modules['.'.join(parts)] = (path, f.read(), is_package)
+    return modules
+
+
+def violations(modules):
+    """Every import that breaks a rule, as one line each."""
+    problems = []
+    for module, (path, source, is_package) in sorted(modules.items()):
+        where = os.path.relpath(path, TOP) if os.path.isabs(path) else path
+        # One line per statement and rule: ``from a import b`` breaks a
+        # rule as ``a`` and as ``a.b``; the longer name is the one shown.
+        broken = {}
+        for line, name in imports_of(source, module, is_package, path):
+            reason = _broken_rule(module, name)
+            if reason:
+                shown = broken.get((line, reason), '')
+                broken[line, reason] = max(shown, name, key=len)
+        problems.extend('%s:%d imports %s: %s' % (where, line, name, reason)
+                        for (line, reason), name in sorted(broken.items()))
+    return problems
+
+
+def _broken_rule(module, name):
+    if within(name, 'tests'):
+        return 'the package never imports the tests'
+    if within(name, C_HELPER) and module != C_HELPER_SEAM:
+        return ('only %s imports the compiled C helper; use it'
+                % C_HELPER_SEAM)
+    if not within(name, PACKAGE) or name == PACKAGE:
+        return None
+    if within(module, 'nova_sched_ext.fit') and \
+            not within(name, ('nova_sched_ext.fit',) + FIT_MAY_IMPORT):
+        return ('fit/ is the core: it imports nothing of the package but '
+                'fit/ and %s' % ', '.join(FIT_MAY_IMPORT))
+    if within(name, 'nova_sched_ext.offline') and \
+            not within(module, ('nova_sched_ext.offline',) + TOOL_COMMANDS):
+        return ('offline/ holds tools: nothing a Nova service loads '
+                'imports them')
+    if within(module, PLUGINS) and within(name, ABOVE_PLUGINS):
+        return ('filters, weighers and deployment sets are below the '
+                'scheduler manager and preemption: they import neither')
+    return None
+
+
+class TestLayering(base.TestCase):
+
+    def test_imports_point_inwards(self):
+        modules = package_modules()
+        # The walk found the package, not an empty directory.
+        self.assertIn('nova_sched_ext.fit.engine', modules)
+        self.assertIn('nova_sched_ext.offline.sim.replay', modules)
+        problems = violations(modules)
+        self.assertEqual([], problems, '\n'.join(problems))
+
+    def test_the_seam_is_the_importer(self):
+        # If the seam moves, C_HELPER_SEAM must follow it.
+        path, source, is_package = package_modules()[C_HELPER_SEAM]
+        self.assertIn(C_HELPER, [name for _line, name in imports_of(
+            source, C_HELPER_SEAM, is_package, path)])
+
+    def test_tool_commands_exist(self):
+        modules = package_modules()
+        for command in TOOL_COMMANDS:
+            self.assertIn(command, modules,
+                          '%s moved: drop it from TOOL_COMMANDS' % command)
+
+
+class TestRules(base.TestCase):
+    """The checker finds bad imports, lazy and relative ones too."""
+
+    def check(self, module, source, is_package=False):
+        return violations({module: ('%s.py' % module.replace('.', '/'),
+                                    source, is_package)})
+
+    def assertRefused(self, module, source, words, is_package=False):
+        problems = self.check(module, source, is_package)
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn(words, problems[0])
+
+    def test_fit_imports_no_plugin(self):
+        self.assertRefused(
+            'nova_sched_ext.fit.engine',
+            'def lazy():\n    from nova_sched_ext.filters import numa_fit\n',
+            'fit/ is the core')
+        self.assertRefused('nova_sched_ext.fit.pyfit',
+                           'from .. import weighers\n', 'fit/ is the core')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.fit.engine',
+            'from nova_sched_ext import conf\nfrom . import model\n'))
+
+    def test_only_the_seam_imports_the_helper(self):
+        self.assertRefused('nova_sched_ext.fit.slotcache',
+                           'from . import _cfit\n', C_HELPER_SEAM)
+        self.assertRefused(
+            'nova_sched_ext.weighers.numa_slot',
+            'import importlib\n'
+            "h = importlib.import_module('nova_sched_ext.fit._cfit')\n",
+            C_HELPER_SEAM)
+        self.assertEqual([], self.check(
+            C_HELPER_SEAM, 'def load():\n'
+            '    from nova_sched_ext.fit import _cfit\n'))
+
+    def test_nothing_loaded_by_nova_imports_the_tools(self):
+        for module in ('nova_sched_ext.manager', 'nova_sched_ext.conf',
+                       'nova_sched_ext.preemption.victims',
+                       'nova_sched_ext.cmd.scheduler'):
+            self.assertRefused(
+                module, 'def f():\n'
+                '    from nova_sched_ext.offline import hosts\n',
+                'offline/ holds tools')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.offline.sim.cloud',
+            'from nova_sched_ext.offline import hosts\n'
+            'from nova_sched_ext.filters import numa_fit\n'))
+
+    def test_plugins_stay_below_the_manager(self):
+        self.assertRefused('nova_sched_ext.filters.numa_fit',
+                           'from nova_sched_ext.preemption import victims\n',
+                           'below the scheduler manager')
+        self.assertRefused('nova_sched_ext.deployment_set.lock',
+                           'import nova_sched_ext.manager\n',
+                           'below the scheduler manager')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.preemption.driver',
+            'from nova_sched_ext.filters import numa_fit\n'
+            'from nova_sched_ext import manager\n'))
+
+    def test_no_tests_in_the_package(self):
+        self.assertRefused('nova_sched_ext.offline.harness.cloud',
+                           'from tests.functional import base\n',
+                           'never imports the tests')
