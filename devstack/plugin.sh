@@ -15,12 +15,17 @@
 #                    and its [nova_sched_ext_evictor] credentials (Nova's
 #                    [service_user]) and, for test clouds, each fake
 #                    compute's NUMA layout; then check the result and stop
-#                    on a misconfiguration
+#                    on a misconfiguration; with nse-capacity-api or
+#                    nse-capacity-exporter enabled, write the capacity
+#                    services' file and register the capacity API in
+#                    keystone
 # stack extra        run n-sch as nova-sched-ext-scheduler when a feature
 #                    that needs it is enabled; for test clouds, restart the
-#                    fake computes on the fake NUMA virt driver
+#                    fake computes on the fake NUMA virt driver; start the
+#                    enabled capacity services
 # stack test-config  write tempest's [nova_sched_ext] options
-# unstack            take the package's settings out of the configuration
+# unstack            stop the capacity services and take the package's
+#                    settings out of the configuration
 # clean              the same, and uninstall the package
 #
 # The variables are described in devstack/settings.
@@ -43,7 +48,13 @@ NOVA_SCHED_EXT_CONTROL_VARIABLES="DIR FILTERS WEIGHT_CLASSES PREEMPTION
 DEPLOYMENT_SET_LOCKING SCHEDULER FAKE_VIRT FAKE_NUMA_TOPOLOGIES
 CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE
 AVAILABLE_FILTERS NOVA_AVAILABLE_FILTERS NOVA_WEIGHT_CLASSES
-EVICTOR_SECTION EVICTOR_AUTH_KEYS CONTROL_VARIABLES"
+EVICTOR_SECTION EVICTOR_AUTH_KEYS CONTROL_VARIABLES
+CAPACITY_CONF CAPACITY_UWSGI_CONF CAPACITY_WSGI CAPACITY_SERVICE_TYPE
+CAPACITY_URL_PATH CAPACITY_ALLOWED_ROLES CAPACITY_REFRESH_INTERVAL
+CAPACITY_EXPORTER_PORT CAPACITY_EXPORT_PER_HOST"
+# The capacity API's WSGI application and keystone service type.
+NOVA_SCHED_EXT_CAPACITY_WSGI=nova_sched_ext.capacity.wsgi:application
+NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE=numa-capacity
 
 # The python that runs Nova, which is where the package is installed.
 function _nova_sched_ext_python {
@@ -246,6 +257,77 @@ function start_nova_sched_ext_scheduler {
         "$NOVA_BIN_DIR/nova-sched-ext-scheduler --config-file $NOVA_CONF"
 }
 
+# The capacity services read nova.conf (databases, [placement],
+# [keystone_authtoken]) and their own file, with the
+# [nova_sched_ext_capacity] options.
+function configure_nova_sched_ext_capacity {
+    local conf=$NOVA_SCHED_EXT_CAPACITY_CONF
+    iniset "$conf" nova_sched_ext_capacity auth_strategy keystone
+    iniset "$conf" nova_sched_ext_capacity allowed_roles \
+        "$NOVA_SCHED_EXT_CAPACITY_ALLOWED_ROLES"
+    iniset "$conf" nova_sched_ext_capacity refresh_interval \
+        "$NOVA_SCHED_EXT_CAPACITY_REFRESH_INTERVAL"
+    iniset "$conf" nova_sched_ext_capacity exporter_port \
+        "$NOVA_SCHED_EXT_CAPACITY_EXPORTER_PORT"
+    iniset "$conf" nova_sched_ext_capacity export_per_host \
+        "$NOVA_SCHED_EXT_CAPACITY_EXPORT_PER_HOST"
+    if is_service_enabled nse-capacity-api; then
+        # Served like nova-api: uWSGI behind Apache at the URL path.
+        write_uwsgi_config "$NOVA_SCHED_EXT_CAPACITY_UWSGI_CONF" \
+            "$NOVA_SCHED_EXT_CAPACITY_WSGI" \
+            "$NOVA_SCHED_EXT_CAPACITY_URL_PATH" "" nse-capacity-api
+        # The application reads nova.conf and nova-sched-ext-capacity.conf
+        # from this directory.
+        iniset "$NOVA_SCHED_EXT_CAPACITY_UWSGI_CONF" uwsgi env \
+            "NOVA_SCHED_EXT_CAPACITY_CONFIG_DIR=$(dirname "$NOVA_CONF")"
+    fi
+}
+
+# The catalog entry that OpenStackClient's "openstack capacity" and the
+# multi-cluster broker look the capacity API up by.
+function create_nova_sched_ext_capacity_accounts {
+    get_or_create_service nova-sched-ext-capacity \
+        "$NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE" \
+        "NUMA-exact capacity of the flavors (nova-sched-ext)"
+    get_or_create_endpoint "$NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE" \
+        "$REGION_NAME" \
+        "$SERVICE_PROTOCOL://$SERVICE_HOST$NOVA_SCHED_EXT_CAPACITY_URL_PATH"
+}
+
+function start_nova_sched_ext_capacity {
+    if is_service_enabled nse-capacity-api; then
+        echo_summary "Starting the nova-sched-ext capacity API"
+        run_process nse-capacity-api "$(which uwsgi) --procname-prefix \
+nse-capacity-api --ini $NOVA_SCHED_EXT_CAPACITY_UWSGI_CONF"
+        local url
+        url="$SERVICE_PROTOCOL://$SERVICE_HOST$NOVA_SCHED_EXT_CAPACITY_URL_PATH"
+        if ! wait_for_service "${SERVICE_TIMEOUT:-60}" "$url"; then
+            die $LINENO "nova-sched-ext: the capacity API did not start" \
+                "at $url"
+        fi
+    fi
+    if is_service_enabled nse-capacity-exporter; then
+        echo_summary "Starting the nova-sched-ext capacity exporter"
+        run_process nse-capacity-exporter "$NOVA_BIN_DIR/\
+nova-sched-ext-capacity-exporter --config-file $NOVA_CONF \
+--config-file $NOVA_SCHED_EXT_CAPACITY_CONF"
+    fi
+}
+
+function stop_nova_sched_ext_capacity {
+    local service
+    for service in nse-capacity-api nse-capacity-exporter; do
+        if is_service_enabled "$service"; then
+            stop_process "$service"
+        fi
+    done
+    if [[ -f "$NOVA_SCHED_EXT_CAPACITY_UWSGI_CONF" ]]; then
+        remove_uwsgi_config "$NOVA_SCHED_EXT_CAPACITY_UWSGI_CONF" \
+            nse-capacity-api
+    fi
+    rm -f "$NOVA_SCHED_EXT_CAPACITY_CONF"
+}
+
 function configure_tempest_for_nova_sched_ext {
     local weigher=False classes multiplier
     classes=$(iniget "$NOVA_CONF" filter_scheduler weight_classes)
@@ -281,6 +363,12 @@ function configure_tempest_for_nova_sched_ext {
         "${domain_key:-failure_domain}"
     iniset "$TEMPEST_CONFIG" nova_sched_ext preemption \
         "$NOVA_SCHED_EXT_PREEMPTION"
+
+    local capacity_api=False
+    if is_service_enabled nse-capacity-api; then
+        capacity_api=True
+    fi
+    iniset "$TEMPEST_CONFIG" nova_sched_ext capacity_api "$capacity_api"
 }
 
 # Undo configure_nova_sched_ext and configure_tempest_for_nova_sched_ext.
@@ -327,7 +415,7 @@ function unconfigure_nova_sched_ext {
     if [[ -n "$TEMPEST_CONFIG" && -f "$TEMPEST_CONFIG" ]]; then
         for option in slot_weigher slot_reference_flavor \
                 slot_reference_refresh_interval deployment_sets \
-                deployment_set_domain_key preemption; do
+                deployment_set_domain_key preemption capacity_api; do
             inidelete "$TEMPEST_CONFIG" nova_sched_ext "$option"
         done
     fi
@@ -343,6 +431,13 @@ if [[ "$1" == "stack" ]]; then
             echo_summary "Configuring nova-sched-ext"
             configure_nova_sched_ext
             check_nova_sched_ext_config
+            if is_service_enabled nse-capacity-api nse-capacity-exporter; then
+                echo_summary "Configuring the nova-sched-ext capacity services"
+                configure_nova_sched_ext_capacity
+            fi
+            if is_service_enabled nse-capacity-api; then
+                create_nova_sched_ext_capacity_accounts
+            fi
             ;;
         extra)
             start_nova_sched_ext_scheduler
@@ -350,6 +445,7 @@ if [[ "$1" == "stack" ]]; then
                     is_service_enabled n-cpu; then
                 start_nova_sched_ext_fake_computes
             fi
+            start_nova_sched_ext_capacity
             ;;
         test-config)
             if is_service_enabled tempest; then
@@ -361,10 +457,12 @@ if [[ "$1" == "stack" ]]; then
 fi
 
 if [[ "$1" == "unstack" ]]; then
+    stop_nova_sched_ext_capacity
     unconfigure_nova_sched_ext
 fi
 
 if [[ "$1" == "clean" ]]; then
+    stop_nova_sched_ext_capacity
     unconfigure_nova_sched_ext
     pip_uninstall nova-sched-ext
 fi

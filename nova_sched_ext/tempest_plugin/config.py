@@ -64,4 +64,11 @@ NovaSchedExtGroup = [
         'preemption',
         default=False,
         help='The preemptible evictor (the package scheduler) is enabled.'),
+    cfg.BoolOpt(
+        'capacity_api',
+        default=False,
+        help='The capacity API runs and is in the catalog as service type '
+             'numa-capacity, readable by the admin credentials: its '
+             'scenario boots a server and checks that the capacity of its '
+             'flavor drops by exactly one.'),
 ]

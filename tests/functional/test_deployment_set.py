@@ -35,8 +35,8 @@ from nova.compute import instance_actions
 
 from nova_sched_ext.deployment_set import members
 from nova_sched_ext import manager
-from nova_sched_ext.testing import cloud
-from nova_sched_ext.testing import fake_hosts
+from nova_sched_ext.offline.harness import cloud
+from nova_sched_ext.offline.harness import fake_hosts
 from tests.functional import base
 
 RACKS = {'rack-a': ('a1', 'a2'), 'rack-b': ('b1', 'b2'), 'rack-c': ('c1',)}

@@ -23,8 +23,8 @@ filtering must be the same: the filter may only make scheduling cheaper.
 from unittest import mock
 
 from nova_sched_ext.fit import engine
-from nova_sched_ext.testing import cloud
-from nova_sched_ext.testing import scenarios
+from nova_sched_ext.offline.harness import cloud
+from nova_sched_ext.offline.harness import scenarios
 from tests.functional import base
 
 NUMA_FIT = base.NUMA_FIT_FILTER

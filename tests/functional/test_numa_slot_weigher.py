@@ -14,8 +14,8 @@
 
 Three identical 2-cell hosts (4 pinned CPUs per cell), three small pinned
 servers, then a dual-NUMA server that needs all 8 pinned CPUs of one host
-(:data:`nova_sched_ext.testing.scenarios.NUMA_SLOT`).  The boot sequence runs
-twice on the same hosts; the runs differ in one option,
+(:data:`nova_sched_ext.offline.harness.scenarios.NUMA_SLOT`).  The boot
+sequence runs twice on the same hosts; the runs differ in one option,
 ``[filter_scheduler] weight_classes``:
 
 * Nova's weighers alone spread the small servers over all three hosts, and
@@ -29,7 +29,7 @@ reference flavors give the same packing, and the weigher loaded with a
 multiplier of 0 spreads like Nova's weighers alone.
 """
 
-from nova_sched_ext.testing import scenarios
+from nova_sched_ext.offline.harness import scenarios
 from tests.functional import base
 
 SCENARIO = scenarios.NUMA_SLOT

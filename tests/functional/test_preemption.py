@@ -26,11 +26,11 @@ from keystoneauth1 import token_endpoint
 from openstack.compute.v2 import _proxy as compute_proxy
 from openstack import exceptions as sdk_exc
 
+from nova_sched_ext.offline.harness import fake_hosts
 from nova_sched_ext.preemption import driver
 from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reservation
-from nova_sched_ext.testing import fake_hosts
 from tests.functional import base
 
 PRE = fake_hosts.shaped('pre.2', 2, 512, {

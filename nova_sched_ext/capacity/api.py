@@ -1,0 +1,336 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The capacity API: a read-only JSON view of the NUMA-exact capacity.
+
+Routes:
+
+``GET /``
+    The version document (public).
+``GET /v1``
+    The document of version 1.
+``GET /v1/capacity``
+    The capacity report of :func:`nova_sched_ext.capacity.compute` as JSON.
+    Query parameters: ``flavor`` (repeatable; default every flavor),
+    ``by`` (one of :data:`~nova_sched_ext.capacity.api_conf.SCOPES`,
+    default ``cloud``), ``az``, ``aggregate``, ``per_host`` and ``fresh``
+    (booleans).
+
+Errors are JSON (``{"errors": [{"status", "title", "detail",
+"request_id"}]}``): 400 for a bad query (including what
+:class:`~nova_sched_ext.capacity.CapacityError` reports, such as an unknown
+flavor), 401 without a valid token, 403 without one of
+``[nova_sched_ext_capacity] allowed_roles``, 503 when a backend (database,
+placement) cannot be reached.
+
+A count reads every host of the scope, so reports are kept per query for
+``refresh_interval`` seconds, and concurrent requests for the same query
+wait for one count instead of each starting their own.
+
+This module holds the WSGI application only; :mod:`.wsgi` reads the
+configuration and wraps it in keystonemiddleware.
+"""
+
+import collections
+from concurrent import futures
+import json
+import threading
+import time
+
+from keystoneauth1 import exceptions as ks_exc
+from oslo_db import exception as db_exc
+from oslo_log import log as logging
+import webob
+import webob.dec
+
+from nova_sched_ext.capacity import api_conf
+
+LOG = logging.getLogger(__name__)
+
+VERSION = 'v1'
+
+#: query parameters of GET /v1/capacity
+QUERY_PARAMETERS = ('flavor', 'by', 'az', 'aggregate', 'per_host', 'fresh')
+
+_TRUE = ('1', 'true', 'yes', 'on')
+_FALSE = ('0', 'false', 'no', 'off')
+
+
+class HTTPError(Exception):
+    """An error answer; the message is its one-line ``detail``."""
+
+    def __init__(self, status, title, detail, headers=None):
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.headers = headers or {}
+
+
+def _unavailable_errors():
+    """Exceptions that mean a backend is unreachable, not a bad request."""
+    from nova import exception as nova_exc
+    errors = (db_exc.DBConnectionError, ks_exc.ConnectionError,
+              ks_exc.EndpointNotFound, ks_exc.ServiceUnavailable,
+              ks_exc.GatewayTimeout, ks_exc.BadGateway,
+              nova_exc.PlacementAPIConnectFailure)
+    return errors + tuple(getattr(nova_exc, name) for name in (
+        'CellTimeout', 'ResourceProviderRetrievalFailed')
+        if hasattr(nova_exc, name))
+
+
+def _one_line(exc):
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+Query = collections.namedtuple(
+    'Query', ['flavors', 'by', 'az', 'aggregate', 'per_host'])
+
+
+class ReportCache:
+    """Reports by query, reused for ``ttl`` seconds, one count at a time.
+
+    ``count(query)`` returns the report dictionary. Requests for a query
+    that is being counted wait for that count and share its result or its
+    error; a failed count is not kept.
+    """
+
+    def __init__(self, count, ttl, size, clock=time.monotonic):
+        self._count = count
+        self._ttl = ttl
+        self._size = size
+        self._clock = clock
+        self._lock = threading.Lock()
+        # query -> (finished at, report dict, JSON body)
+        self._entries = collections.OrderedDict()
+        # query -> Future of the count under way
+        self._flights = {}
+
+    def get(self, query, fresh=False):
+        """(report, JSON body, age in seconds) for the query."""
+        with self._lock:
+            now = self._clock()
+            entry = self._entries.get(query)
+            if entry is not None and not fresh and now - entry[0] < self._ttl:
+                self._entries.move_to_end(query)
+                return entry[1], entry[2], now - entry[0]
+            flight = self._flights.get(query)
+            leader = flight is None
+            if leader:
+                flight = futures.Future()
+                self._flights[query] = flight
+        if not leader:
+            LOG.debug('Capacity query %s: waiting for the count under way',
+                      query)
+            report, body = flight.result()
+            return report, body, 0.0
+        try:
+            started = self._clock()
+            report = self._count(query)
+            body = json.dumps(report).encode('utf-8')
+            LOG.debug('Capacity query %s counted in %.3f s', query,
+                      self._clock() - started)
+        except BaseException as exc:
+            with self._lock:
+                del self._flights[query]
+            flight.set_exception(exc)
+            raise
+        with self._lock:
+            del self._flights[query]
+            self._entries[query] = (self._clock(), report, body)
+            self._entries.move_to_end(query)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        flight.set_result((report, body))
+        return report, body, 0.0
+
+
+class CapacityApp:
+    """The WSGI application of the capacity API.
+
+    :param conf: the configuration (``[nova_sched_ext_capacity]``)
+    :param context_factory: returns the request context a count runs with
+        (an admin context: the caller's roles were checked here)
+    :param check_roles: require one of ``allowed_roles`` in the X-Roles
+        header keystonemiddleware sets; False for ``auth_strategy =
+        noauth``
+    :param clock: the monotonic clock reports are aged with
+    """
+
+    def __init__(self, conf, context_factory, check_roles=True,
+                 clock=time.monotonic):
+        self._conf = conf.nova_sched_ext_capacity
+        self._context_factory = context_factory
+        self._check_roles = check_roles
+        self._allowed_roles = {role.strip().lower()
+                               for role in self._conf.allowed_roles
+                               if role.strip()}
+        self.cache = ReportCache(self._count, self._conf.refresh_interval,
+                                 self._conf.api_cache_size, clock=clock)
+        self._routes = {
+            '/': self._versions,
+            '/v1': self._version,
+            '/v1/': self._version,
+            '/v1/capacity': self._capacity,
+        }
+
+    # -- WSGI ------------------------------------------------------------
+
+    @webob.dec.wsgify
+    def __call__(self, request):
+        try:
+            handler = self._routes.get(request.path_info or '/')
+            if handler is None:
+                raise HTTPError(404, 'Not Found',
+                                'No such resource: %s' % request.path_info)
+            if request.method not in ('GET', 'HEAD'):
+                raise HTTPError(405, 'Method Not Allowed',
+                                'The capacity API is read-only: use GET',
+                                headers={'Allow': 'GET, HEAD'})
+            return handler(request)
+        except HTTPError as exc:
+            return self._error(request, exc)
+        except Exception as exc:
+            LOG.exception('Capacity API request %s %s failed',
+                          request.method, request.path_qs)
+            return self._error(request, HTTPError(
+                500, 'Internal Server Error',
+                'The capacity count failed: %s' % _one_line(exc)))
+
+    @staticmethod
+    def _json(body, status=200, headers=None):
+        if not isinstance(body, bytes):
+            body = json.dumps(body).encode('utf-8')
+        response = webob.Response(body=body, status=status,
+                                  content_type='application/json',
+                                  charset=None)
+        for name, value in (headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    def _error(self, request, exc):
+        error = {'status': exc.status, 'title': exc.title,
+                 'detail': exc.detail}
+        request_id = request.environ.get('openstack.request_id')
+        if request_id:
+            error['request_id'] = request_id
+        return self._json({'errors': [error]}, status=exc.status,
+                          headers=exc.headers)
+
+    # -- versions --------------------------------------------------------
+
+    @staticmethod
+    def _version_entry(request):
+        return {'id': VERSION, 'status': 'CURRENT',
+                'links': [{'rel': 'self',
+                           'href': request.application_url + '/v1/'}]}
+
+    def _versions(self, request):
+        return self._json({'versions': [self._version_entry(request)]})
+
+    def _version(self, request):
+        return self._json({'version': self._version_entry(request)})
+
+    # -- capacity --------------------------------------------------------
+
+    def _authorize(self, request):
+        if not self._check_roles:
+            return
+        if request.environ.get('HTTP_X_IDENTITY_STATUS') != 'Confirmed':
+            raise HTTPError(401, 'Unauthorized',
+                            'The request needs a valid keystone token',
+                            headers={'WWW-Authenticate': 'Keystone'})
+        roles = {role.strip().lower() for role in request.environ.get(
+            'HTTP_X_ROLES', '').split(',')}
+        if not roles & self._allowed_roles:
+            raise HTTPError(403, 'Forbidden',
+                            'Reading the capacity needs one of the roles %s'
+                            % ', '.join(sorted(self._allowed_roles)))
+
+    @staticmethod
+    def _boolean(request, name):
+        value = request.GET.get(name)
+        if value is None:
+            return False
+        if value.lower() in _TRUE or value == '':
+            return True
+        if value.lower() in _FALSE:
+            return False
+        raise HTTPError(400, 'Bad Request',
+                        'Invalid value %r for %s: use true or false'
+                        % (value, name))
+
+    def parse_query(self, request):
+        """(Query, fresh) of a GET /v1/capacity request."""
+        unknown = sorted(set(request.GET) - set(QUERY_PARAMETERS))
+        if unknown:
+            raise HTTPError(400, 'Bad Request',
+                            'Unknown query parameter(s): %s; known: %s'
+                            % (', '.join(unknown),
+                               ', '.join(QUERY_PARAMETERS)))
+        for name in ('by', 'az', 'aggregate', 'per_host', 'fresh'):
+            if len(request.GET.getall(name)) > 1:
+                raise HTTPError(400, 'Bad Request',
+                                'Query parameter %s is given more than once'
+                                % name)
+        flavors = []
+        for flavor in request.GET.getall('flavor'):
+            flavor = flavor.strip()
+            if not flavor:
+                raise HTTPError(400, 'Bad Request',
+                                'Empty flavor in the query')
+            if flavor not in flavors:
+                flavors.append(flavor)
+        by = request.GET.get('by', 'cloud')
+        if by not in api_conf.SCOPES:
+            raise HTTPError(400, 'Bad Request',
+                            'Invalid value %r for by: use one of %s'
+                            % (by, ', '.join(api_conf.SCOPES)))
+        query = Query(flavors=tuple(flavors) or None, by=by,
+                      az=request.GET.get('az') or None,
+                      aggregate=request.GET.get('aggregate') or None,
+                      per_host=self._boolean(request, 'per_host'))
+        fresh = self._boolean(request, 'fresh')
+        if fresh and not self._conf.allow_fresh:
+            raise HTTPError(400, 'Bad Request',
+                            'fresh=true is disabled on this service '
+                            '([nova_sched_ext_capacity] allow_fresh)')
+        return query, fresh
+
+    def _count(self, query):
+        # Imported here: the package's core imports Nova, which wsgi.py
+        # must configure first.
+        from nova_sched_ext import capacity
+        report = capacity.compute(
+            self._context_factory(),
+            flavors=list(query.flavors) if query.flavors else None,
+            by=query.by, az=query.az, aggregate=query.aggregate,
+            per_host=query.per_host)
+        return report.to_dict()
+
+    def _capacity(self, request):
+        self._authorize(request)
+        query, fresh = self.parse_query(request)
+        from nova_sched_ext import capacity
+        try:
+            _report, body, age = self.cache.get(query, fresh=fresh)
+        except capacity.CapacityError as exc:
+            raise HTTPError(400, 'Bad Request', _one_line(exc))
+        except _unavailable_errors() as exc:
+            LOG.warning('Capacity query %s: a backend is unreachable: %s',
+                        query, _one_line(exc))
+            raise HTTPError(503, 'Service Unavailable',
+                            'The capacity cannot be counted now, a backend '
+                            'is unreachable: %s' % _one_line(exc),
+                            headers={'Retry-After': '30'})
+        return self._json(body, headers={'Age': str(int(age))})

@@ -1,0 +1,129 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Options of the capacity API service and of the Prometheus exporter.
+
+They live in the ``[nova_sched_ext_capacity]`` group, beside the options
+of the capacity count itself, in the files the services read (``nova.conf``
+and, usually, ``nova-sched-ext-capacity.conf``). Importing this module
+registers them on ``nova.conf.CONF``; ``list_opts`` feeds
+``oslo-config-generator`` through the ``oslo.config.opts`` entry point
+``nova_sched_ext.capacity_api``.
+"""
+
+from oslo_config import cfg
+
+GROUP_NAME = 'nova_sched_ext_capacity'
+
+#: the keystone catalog service type of the capacity API
+SERVICE_TYPE = 'numa-capacity'
+
+#: the ``by`` values of a capacity query: how hosts are grouped into scopes
+SCOPES = ('cloud', 'az', 'aggregate', 'cell')
+
+AUTH_KEYSTONE = 'keystone'
+AUTH_NOAUTH = 'noauth'
+
+capacity_group = cfg.OptGroup(
+    GROUP_NAME,
+    title='nova-sched-ext capacity',
+    help='The NUMA-exact capacity count: how many more instances of each '
+         'flavor fit, and the services that publish it (the capacity API '
+         'and the Prometheus exporter).')
+
+api_opts = [
+    cfg.StrOpt(
+        'auth_strategy',
+        default=AUTH_KEYSTONE,
+        choices=[
+            (AUTH_KEYSTONE,
+             'Check tokens with keystonemiddleware (options in '
+             '[keystone_authtoken]) and require one of allowed_roles.'),
+            (AUTH_NOAUTH,
+             'No authentication and no role check: anyone who reaches the '
+             'service reads the capacity of the whole cloud. For tests '
+             'only.'),
+        ],
+        help='How the capacity API authenticates its callers. The version '
+             'document (GET /) is public either way.'),
+    cfg.ListOpt(
+        'allowed_roles',
+        default=['admin'],
+        help='Keystone roles that may read the capacity API (any one of '
+             'them suffices, compared without regard to case). The counts '
+             'reveal how full every host group of the cloud is, so the '
+             'default is admin only; add a reader role such as '
+             '"capacity_reader" for a multi-cluster broker or a '
+             'monitoring user.'),
+    cfg.IntOpt(
+        'refresh_interval',
+        default=60, min=1,
+        help='Seconds a capacity figure may get old. The capacity API '
+             'answers a query from the report it computed for the same '
+             'query less than this many seconds ago (a burst of requests '
+             'costs one count); the exporter counts again this often, '
+             'whatever the scrape interval.'),
+    cfg.IntOpt(
+        'api_cache_size',
+        default=128, min=1,
+        help='How many distinct queries (flavors, by, az, aggregate, '
+             'per_host) the capacity API keeps a report for; the least '
+             'recently used is dropped first.'),
+    cfg.BoolOpt(
+        'allow_fresh',
+        default=True,
+        help='Whether the capacity API honours ?fresh=true, which counts '
+             'again instead of answering from a report younger than '
+             'refresh_interval. Concurrent fresh requests for the same '
+             'query still share one count.'),
+]
+
+exporter_opts = [
+    cfg.HostAddressOpt(
+        'exporter_host',
+        default='127.0.0.1',
+        help='Address the Prometheus exporter '
+             '(nova-sched-ext-capacity-exporter) listens on for '
+             'scrapes of /metrics.'),
+    cfg.PortOpt(
+        'exporter_port',
+        default=9736,
+        help='Port the Prometheus exporter listens on.'),
+    cfg.ListOpt(
+        'exporter_scopes',
+        default=list(SCOPES),
+        item_type=cfg.types.String(choices=SCOPES),
+        help='The groupings the exporter publishes, one count each per '
+             'refresh: the whole cloud, availability zones, host '
+             'aggregates, cells. Each is a value of the scope label.'),
+    cfg.BoolOpt(
+        'export_per_host',
+        default=False,
+        help='Also publish each compute host\'s count (scope="host"). The '
+             'number of series is hosts times flavors: enable it only if '
+             'the Prometheus server can take that many.'),
+]
+
+ALL_OPTS = api_opts + exporter_opts
+
+
+def register_opts(conf):
+    conf.register_group(capacity_group)
+    conf.register_opts(ALL_OPTS, group=capacity_group)
+
+
+def list_opts():
+    return [(capacity_group, ALL_OPTS)]
+
+
+CONF = cfg.CONF
+register_opts(CONF)

@@ -1,0 +1,314 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova-sched-ext-capacity-exporter: the NUMA-exact capacity for Prometheus.
+
+::
+
+    nova-sched-ext-capacity-exporter --config-file /etc/nova/nova.conf \\
+        --config-file /etc/nova/nova-sched-ext-capacity.conf
+
+Every ``[nova_sched_ext_capacity] refresh_interval`` seconds it counts the
+capacity once per grouping of ``exporter_scopes`` (with the per-host
+figures too when ``export_per_host`` is set), and serves the last counts
+on ``http://exporter_host:exporter_port/metrics``: a scrape never counts.
+A failed count keeps the last good figures, increments
+``nova_sched_ext_capacity_refresh_errors_total`` and logs one line; the
+age of the figures tells how stale they are.
+
+Series (``scope`` is cloud, az, aggregate, cell or host; ``name`` the
+zone, aggregate, cell or host name, ``cloud`` for the whole cloud)::
+
+    nova_sched_ext_capacity_instances{flavor,scope,name}
+    nova_sched_ext_capacity_placement_only_instances{flavor,scope,name}
+    nova_sched_ext_capacity_fragmentation_vcpus{scope,name}
+    nova_sched_ext_capacity_fragmentation_memory_mb{scope,name}
+    nova_sched_ext_capacity_hosts{scope,name}
+    nova_sched_ext_capacity_hosts_skipped{reason}
+    nova_sched_ext_capacity_engine_fallbacks
+    nova_sched_ext_capacity_last_refresh_age_seconds
+    nova_sched_ext_capacity_last_refresh_timestamp_seconds
+    nova_sched_ext_capacity_last_refresh_duration_seconds
+    nova_sched_ext_capacity_refresh_errors_total
+
+plus the process and Python series of ``prometheus_client``.
+"""
+
+import dataclasses
+import signal
+import sys
+import threading
+import time
+
+from oslo_log import log as logging
+
+from nova_sched_ext.capacity import api_conf
+
+# prometheus_client is imported where it is used: its HTTP server must be
+# imported after main() has chosen Nova's concurrency mode, or under
+# eventlet it would block the whole process.
+
+LOG = logging.getLogger(__name__)
+
+PROG = 'nova-sched-ext-capacity-exporter'
+PREFIX = 'nova_sched_ext_capacity_'
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """The reports of one successful refresh."""
+
+    reports: tuple
+    finished: float  # time.time()
+    finished_monotonic: float
+    duration: float
+
+
+def _one_line(exc):
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ''
+    return '%s: %s' % (type(exc).__name__, first) if first else (
+        type(exc).__name__)
+
+
+class CapacityExporter:
+    """Counts on an interval; its ``collect`` serves the last counts.
+
+    :param conf: the configuration (``[nova_sched_ext_capacity]``)
+    :param context_factory: returns the context a count runs with
+    :param registry: where ``collect`` is registered; a new
+        ``CollectorRegistry`` with the process and platform collectors by
+        default
+    """
+
+    def __init__(self, conf, context_factory, registry=None,
+                 clock=time.monotonic, wall_clock=time.time):
+        self._conf = conf.nova_sched_ext_capacity
+        self._context_factory = context_factory
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._lock = threading.Lock()
+        self._snapshot = None
+        self._errors = 0
+        import prometheus_client
+        if registry is None:
+            registry = prometheus_client.CollectorRegistry()
+            prometheus_client.ProcessCollector(registry=registry)
+            prometheus_client.PlatformCollector(registry=registry)
+            prometheus_client.GCCollector(registry=registry)
+        self.registry = registry
+        registry.register(self)
+
+    # -- counting --------------------------------------------------------
+
+    def _scopes(self):
+        scopes = []
+        for by in self._conf.exporter_scopes:
+            if by not in scopes:
+                scopes.append(by)
+        return scopes or ['cloud']
+
+    def refresh(self):
+        """Count once per scope; False (figures kept) if a count failed."""
+        from nova_sched_ext import capacity
+
+        started = self._clock()
+        per_host = self._conf.export_per_host
+        reports = []
+        try:
+            for index, by in enumerate(self._scopes()):
+                # The per-host figures come with the first count only: they
+                # are the same whatever the grouping.
+                report = capacity.compute(
+                    self._context_factory(), flavors=None, by=by,
+                    per_host=per_host and index == 0)
+                reports.append(report.to_dict())
+        except Exception as exc:
+            with self._lock:
+                self._errors += 1
+                previous = self._snapshot
+            LOG.error('Capacity refresh failed, %s: %s',
+                      'keeping the figures of %.0f s ago'
+                      % (self._clock() - previous.finished_monotonic)
+                      if previous else 'no figures yet', _one_line(exc))
+            LOG.debug('Capacity refresh failure', exc_info=True)
+            return False
+        finished = self._clock()
+        snapshot = Snapshot(reports=tuple(reports),
+                            finished=self._wall_clock(),
+                            finished_monotonic=finished,
+                            duration=finished - started)
+        with self._lock:
+            self._snapshot = snapshot
+        LOG.info('Capacity refreshed in %.1f s (%s)', snapshot.duration,
+                 ', '.join(self._scopes()))
+        return True
+
+    # -- prometheus_client collector ---------------------------------------
+
+    def describe(self):
+        # Names only, so that registering never counts.
+        return list(self._families(None, 0))
+
+    def collect(self):
+        with self._lock:
+            snapshot, errors = self._snapshot, self._errors
+        return self._families(snapshot, errors)
+
+    def _families(self, snapshot, errors):
+        from prometheus_client import core as prom_core
+
+        per_flavor = ['flavor', 'scope', 'name']
+        per_scope = ['scope', 'name']
+        gauge = prom_core.GaugeMetricFamily
+        instances = gauge(
+            PREFIX + 'instances',
+            'How many more instances of the flavor the scope can take, '
+            'counted NUMA-exact (the CPUs and memory of each NUMA cell), '
+            'the instances of one flavor alone.', labels=per_flavor)
+        placement_only = gauge(
+            PREFIX + 'placement_only_instances',
+            'How many more instances of the flavor the scope can take as '
+            "counted from placement's inventories alone, without the NUMA "
+            'cells; the difference to instances is room the NUMA layout '
+            'makes unusable.', labels=per_flavor)
+        frag_vcpus = gauge(
+            PREFIX + 'fragmentation_vcpus',
+            'The fragmentation figure of the scope in vCPUs (see the '
+            'capacity documentation).', labels=per_scope)
+        frag_memory = gauge(
+            PREFIX + 'fragmentation_memory_mb',
+            'The fragmentation figure of the scope in MiB of memory (see '
+            'the capacity documentation).', labels=per_scope)
+        hosts = gauge(
+            PREFIX + 'hosts', 'Compute hosts counted in the scope.',
+            labels=per_scope)
+        skipped = gauge(
+            PREFIX + 'hosts_skipped',
+            'Compute hosts the last refresh could not count, by reason.',
+            labels=['reason'])
+        fallbacks = gauge(
+            PREFIX + 'engine_fallbacks',
+            'The engine_fallbacks figure of the last refresh (see the '
+            'capacity documentation).')
+        age = gauge(
+            PREFIX + 'last_refresh_age_seconds',
+            'Seconds since the figures were counted (absent before the '
+            'first successful refresh).')
+        timestamp = gauge(
+            PREFIX + 'last_refresh_timestamp_seconds',
+            'When the figures were counted, in seconds since the epoch.')
+        duration = gauge(
+            PREFIX + 'last_refresh_duration_seconds',
+            'How long the last successful refresh took.')
+        refresh_errors = prom_core.CounterMetricFamily(
+            PREFIX + 'refresh_errors',
+            'Refreshes that failed (the figures of the last good one are '
+            'kept).', value=errors)
+        if snapshot is not None:
+            seen = set()
+            for report in snapshot.reports:
+                for scope in report.get('scopes', ()):
+                    key = (scope['scope'], scope['name'])
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    labels = [str(scope['scope']), str(scope['name'])]
+                    for flavor, count in sorted(
+                            scope.get('capacity', {}).items()):
+                        instances.add_metric([flavor] + labels, count)
+                    for flavor, count in sorted(
+                            scope.get('placement_only', {}).items()):
+                        placement_only.add_metric([flavor] + labels, count)
+                    fragmentation = scope.get('fragmentation') or {}
+                    if 'vcpus' in fragmentation:
+                        frag_vcpus.add_metric(labels,
+                                              fragmentation['vcpus'])
+                    if 'memory_mb' in fragmentation:
+                        frag_memory.add_metric(labels,
+                                               fragmentation['memory_mb'])
+                    if 'hosts' in scope:
+                        hosts.add_metric(labels, scope['hosts'])
+            first = snapshot.reports[0] if snapshot.reports else {}
+            for reason, count in sorted(
+                    (first.get('hosts_skipped') or {}).items()):
+                skipped.add_metric([str(reason)], count)
+            fallbacks.add_metric([], first.get('engine_fallbacks', 0))
+            age.add_metric([], max(
+                0.0, self._clock() - snapshot.finished_monotonic))
+            timestamp.add_metric([], snapshot.finished)
+            duration.add_metric([], snapshot.duration)
+        return [instances, placement_only, frag_vcpus, frag_memory, hosts,
+                skipped, fallbacks, age, timestamp, duration,
+                refresh_errors]
+
+    # -- serving ---------------------------------------------------------
+
+    def serve(self, stop):
+        """Serve /metrics and refresh until ``stop`` (an Event) is set."""
+        import prometheus_client
+
+        host, port = self._conf.exporter_host, self._conf.exporter_port
+        server, _thread = prometheus_client.start_http_server(
+            port, addr=host, registry=self.registry)
+        LOG.info('Serving the capacity metrics on http://%s:%d/metrics, '
+                 'refreshed every %d s', host, server.server_port,
+                 self._conf.refresh_interval)
+        try:
+            while not stop.is_set():
+                started = self._clock()
+                self.refresh()
+                wait = self._conf.refresh_interval - (
+                    self._clock() - started)
+                if stop.wait(max(0.0, wait)):
+                    break
+        finally:
+            server.shutdown()
+            server.server_close()
+            LOG.info('Capacity exporter stopped')
+
+
+def main(argv=None, stop=None):
+    """The console script; ``stop`` (an Event) ends it, as SIGTERM does."""
+    from nova_sched_ext.capacity import wsgi
+    wsgi.use_native_threads()
+
+    import nova.conf
+    from nova import config
+    from nova import context
+    from nova import objects
+
+    argv = sys.argv[1:] if argv is None else argv
+    conf = nova.conf.CONF
+    api_conf.register_opts(conf)
+    # A count reads the databases and placement; it sends no RPC.
+    config.parse_args([PROG] + list(argv), init_rpc=False, prog=PROG)
+    logging.setup(conf, 'nova-sched-ext')
+    objects.register_all()
+
+    if stop is None:
+        stop = threading.Event()
+        try:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_args: stop.set())
+        except ValueError:
+            # Not the main thread (embedded): the caller stops it.
+            pass
+    exporter = CapacityExporter(conf, context.get_admin_context)
+    try:
+        exporter.serve(stop)
+    except OSError as exc:
+        LOG.error('Cannot listen on %s:%s: %s',
+                  conf.nova_sched_ext_capacity.exporter_host,
+                  conf.nova_sched_ext_capacity.exporter_port, exc)
+        return 1
+    return 0

@@ -1,0 +1,178 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""WSGI entry point of the capacity API, served like Nova's own APIs.
+
+uWSGI (as devstack runs it)::
+
+    [uwsgi]
+    module = nova_sched_ext.capacity.wsgi:application
+    env = NOVA_SCHED_EXT_CAPACITY_CONFIG_FILES=nova.conf;capacity.conf
+
+or any WSGI server that loads ``nova_sched_ext.capacity.wsgi:application``.
+The first access to ``application`` builds it (once per process):
+
+* the configuration files are ``NOVA_SCHED_EXT_CAPACITY_CONFIG_FILES``
+  (separated by ``;``), relative to ``NOVA_SCHED_EXT_CAPACITY_CONFIG_DIR``
+  (default ``/etc/nova``); by default ``nova.conf``, which has the database
+  and ``[placement]`` settings a count needs, and
+  ``nova-sched-ext-capacity.conf`` if it exists; command-line arguments
+  (uWSGI's ``pyargv``) are read too, as Nova's APIs read them;
+* Nova's code runs on native threads (:func:`use_native_threads`);
+* with ``[nova_sched_ext_capacity] auth_strategy = keystone`` (the default)
+  keystonemiddleware's ``auth_token`` (options in ``[keystone_authtoken]``)
+  guards everything but the version document ``GET /``.
+"""
+
+import os
+import sys
+import threading
+
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+CONFIG_DIR_ENV = 'NOVA_SCHED_EXT_CAPACITY_CONFIG_DIR'
+CONFIG_FILES_ENV = 'NOVA_SCHED_EXT_CAPACITY_CONFIG_FILES'
+DEFAULT_CONFIG_DIR = '/etc/nova'
+DEFAULT_CONFIG_FILES = ('nova.conf', 'nova-sched-ext-capacity.conf')
+#: the program name in logs and in oslo.config's messages
+PROG = 'nova-sched-ext-capacity-api'
+
+_lock = threading.Lock()
+_application = None
+
+
+def config_files(env=None):
+    """The configuration files, from the environment."""
+    env = os.environ if env is None else env
+    directory = env.get(CONFIG_DIR_ENV, '').strip() or DEFAULT_CONFIG_DIR
+    names = [name.strip() for name in env.get(CONFIG_FILES_ENV, '').split(
+        ';') if name.strip()]
+    if names:
+        return [os.path.join(directory, name) for name in names]
+    # Only nova.conf must exist when nothing is said.
+    files = [os.path.join(directory, name) for name in DEFAULT_CONFIG_FILES]
+    return files[:1] + [path for path in files[1:] if os.path.exists(path)]
+
+
+def use_native_threads():
+    """Run Nova's code on native threads, never eventlet.
+
+    Nova's own WSGI services default to native threads but let
+    ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` or ``[DEFAULT]
+    concurrency_backend`` choose eventlet. The capacity services do not:
+    patching after their modules are imported would leave blocking calls
+    in the HTTP servers, and eventlet gives a read-only service nothing.
+    Nova counts a process as threaded when it is not monkey-patched.
+    """
+    from nova import monkey_patch
+    setting = os.environ.get('OS_NOVA_DISABLE_EVENTLET_PATCHING', '')
+    if setting.strip().lower() not in ('', '1', 'true', 'yes'):
+        LOG.warning('OS_NOVA_DISABLE_EVENTLET_PATCHING=%s is ignored: the '
+                    'capacity services always run on native threads',
+                    setting)
+    if monkey_patch.is_patched():
+        LOG.warning('The process is monkey-patched by eventlet already; '
+                    'the capacity service runs on it as it is')
+        return
+    import oslo_service.backend as service_backend
+    try:
+        service_backend.init_backend(service_backend.BackendType.THREADING)
+    except Exception as exc:  # already chosen by an import: keep it
+        LOG.debug('oslo.service backend left as it is: %s', exc)
+
+
+class _PublicRoot:
+    """Serve the version document without a token, the rest through auth.
+
+    Clients discover versions before they authenticate, as with every
+    OpenStack API.
+    """
+
+    def __init__(self, app, authenticated):
+        self._app = app
+        self._authenticated = authenticated
+
+    def __call__(self, environ, start_response):
+        if environ.get('PATH_INFO', '') in ('', '/'):
+            return self._app(environ, start_response)
+        return self._authenticated(environ, start_response)
+
+
+def build_application(conf, context_factory):
+    """The capacity app, wrapped as ``auth_strategy`` says.
+
+    :param conf: a parsed configuration with the capacity options and,
+        for keystone, ``[keystone_authtoken]``
+    :param context_factory: returns the context a count runs with
+    """
+    from oslo_middleware import request_id
+
+    from nova_sched_ext.capacity import api
+    from nova_sched_ext.capacity import api_conf
+
+    strategy = conf.nova_sched_ext_capacity.auth_strategy
+    keystone = strategy == api_conf.AUTH_KEYSTONE
+    app = api.CapacityApp(conf, context_factory, check_roles=keystone)
+    if keystone:
+        from keystonemiddleware import auth_token
+        served = _PublicRoot(app, auth_token.AuthProtocol(
+            app, {'oslo_config_config': conf}))
+    else:
+        LOG.warning('The capacity API runs without authentication '
+                    '([nova_sched_ext_capacity] auth_strategy = %s): '
+                    'anyone who reaches it reads the capacity of the cloud',
+                    strategy)
+        served = app
+    return request_id.RequestId(served)
+
+
+def init_application(argv=None, env=None):
+    """Read the configuration and build the application (every call).
+
+    :param argv: the command line, default ``sys.argv``
+    :param env: the environment, default ``os.environ``
+    """
+    use_native_threads()
+
+    import nova.conf
+    from nova import config
+    from nova import context
+    from nova import objects
+
+    from nova_sched_ext.capacity import api_conf
+
+    conf = nova.conf.CONF
+    api_conf.register_opts(conf)
+    files = config_files(env)
+    # The API reads the databases and placement; it sends no RPC.
+    config.parse_args(sys.argv if argv is None else argv,
+                      default_config_files=files, init_rpc=False, prog=PROG)
+    logging.setup(conf, 'nova-sched-ext')
+    objects.register_all()
+    LOG.info('Capacity API configured from %s', ', '.join(files))
+    return build_application(conf, context.get_admin_context)
+
+
+def __getattr__(name):
+    # ``application`` is built on first access, so that importing this
+    # module (for tests, docs, or a WSGI server that calls
+    # init_application itself) reads no configuration.
+    global _application
+    if name != 'application':
+        raise AttributeError('module %r has no attribute %r'
+                             % (__name__, name))
+    with _lock:
+        if _application is None:
+            _application = init_application()
+    return _application

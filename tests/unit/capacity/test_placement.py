@@ -1,0 +1,310 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""Placement's side of the count: inventories, units, traits, trees."""
+
+from keystoneauth1 import exceptions as ks_exc
+
+from nova_sched_ext.capacity import errors
+from nova_sched_ext.capacity import placement as p
+from tests import base
+
+ROOT = 'root-uuid'
+CHILD = 'child-uuid'
+DISABLED = 'COMPUTE_STATUS_DISABLED'
+
+
+def provider(uuid=ROOT, inventories=None, usages=None, traits=(),
+             parent=None, name=None):
+    return p.Provider(uuid=uuid, name=name or uuid, parent_uuid=parent,
+                      inventories=inventories or {}, usages=usages or {},
+                      traits=frozenset(traits))
+
+
+def tree(*providers):
+    return p.Tree(providers=providers)
+
+
+def request(resources, required=(), forbidden=(), *numbered,
+            root_forbidden=(DISABLED,)):
+    groups = (p.Group(resources=resources,
+                      required_traits=frozenset(required),
+                      forbidden_traits=frozenset(forbidden)),) + numbered
+    return p.Request(groups=groups, root_forbidden=frozenset(root_forbidden))
+
+
+def host(vcpu=16, memory=32768, disk=100, **kwargs):
+    inventories = {'VCPU': p.Inventory(total=vcpu),
+                   'MEMORY_MB': p.Inventory(total=memory),
+                   'DISK_GB': p.Inventory(total=disk)}
+    inventories.update(kwargs.pop('inventories', {}))
+    return tree(provider(inventories=inventories, **kwargs))
+
+
+SMALL = {'VCPU': 2, 'MEMORY_MB': 4096, 'DISK_GB': 10}
+
+
+class TestInventoryMath(base.TestCase):
+
+    def test_capacity_is_total_less_reserved_times_ratio(self):
+        inv = p.Inventory(total=10, reserved=2, allocation_ratio=4.0)
+        self.assertEqual(32.0, inv.capacity)
+        self.assertEqual(16, p.units(inv, 0, 2))
+        self.assertEqual(13, p.units(inv, 6, 2))
+        self.assertEqual(0, p.units(inv, 32, 2))
+        self.assertEqual(0, p.units(inv, 40, 2))
+
+    def test_units(self):
+        inv = p.Inventory(total=64, min_unit=2, max_unit=8, step_size=2)
+        self.assertEqual(0, p.units(inv, 0, 1))      # below min_unit
+        self.assertEqual(0, p.units(inv, 0, 3))      # not a step
+        self.assertEqual(0, p.units(inv, 0, 10))     # above max_unit
+        self.assertEqual(8, p.units(inv, 0, 8))
+        self.assertEqual(16, p.units(inv, 0, 4))
+
+    def test_float_ratios_settle_on_placements_comparison(self):
+        # 3 * 1.1 is 3.3000000000000003: three fit, a fourth does not
+        inv = p.Inventory(total=3, allocation_ratio=1.1)
+        self.assertEqual(3, p.units(inv, 0, 1))
+        inv = p.Inventory(total=10, allocation_ratio=0.3)
+        self.assertEqual(3, p.units(inv, 0, 1))
+        inv = p.Inventory(total=7, allocation_ratio=1.0 / 7 * 7)
+        self.assertEqual(7, p.units(inv, 0, 1))
+
+    def test_limit_is_the_scarcest_class(self):
+        self.assertEqual(8, p.placement_limit(host(), [request(SMALL)]))
+        self.assertEqual(4, p.placement_limit(host(memory=16384),
+                                              [request(SMALL)]))
+        self.assertEqual(3, p.placement_limit(host(disk=39),
+                                              [request(SMALL)]))
+
+    def test_reserved_and_ratios(self):
+        tree_ = host(inventories={
+            'VCPU': p.Inventory(total=8, reserved=2, allocation_ratio=2.0),
+            'MEMORY_MB': p.Inventory(total=16384, reserved=4096,
+                                     allocation_ratio=1.5)})
+        # VCPU 12 / 2 = 6, MEMORY_MB 18432 / 4096 = 4
+        self.assertEqual(4, p.placement_limit(tree_, [request(SMALL)]))
+        used = host(inventories=tree_.root.inventories,
+                    usages={'MEMORY_MB': 8192})
+        self.assertEqual(2, p.placement_limit(used, [request(SMALL)]))
+
+    def test_max_unit_step_size_min_unit(self):
+        big = dict(SMALL, VCPU=12)
+        tree_ = host(vcpu=64, inventories={
+            'VCPU': p.Inventory(total=64, max_unit=8)})
+        self.assertEqual(0, p.placement_limit(tree_, [request(big)]))
+        tree_ = host(inventories={
+            'MEMORY_MB': p.Inventory(total=65536, step_size=8192)})
+        self.assertEqual(0, p.placement_limit(tree_, [request(SMALL)]))
+        self.assertEqual(8, p.placement_limit(tree_, [request(
+            dict(SMALL, MEMORY_MB=8192))]))
+        tree_ = host(inventories={
+            'DISK_GB': p.Inventory(total=100, min_unit=20)})
+        self.assertEqual(0, p.placement_limit(tree_, [request(SMALL)]))
+
+    def test_a_class_the_host_lacks(self):
+        wants = dict(SMALL, CUSTOM_GPU=1)
+        self.assertEqual(0, p.placement_limit(host(), [request(wants)]))
+        gpu = host(inventories={'CUSTOM_GPU': p.Inventory(total=3)})
+        self.assertEqual(3, p.placement_limit(gpu, [request(wants)]))
+
+    def test_cap(self):
+        self.assertEqual(5, p.placement_limit(host(), [request(SMALL)],
+                                              cap=5))
+        self.assertEqual(0, p.placement_limit(host(), [request(SMALL)],
+                                              cap=0))
+
+    def test_fallback_query_after_the_first(self):
+        pinned = {'PCPU': 4, 'MEMORY_MB': 1024}
+        fallback = {'VCPU': 4, 'MEMORY_MB': 1024}
+        tree_ = host(vcpu=8, inventories={'PCPU': p.Inventory(total=8)})
+        self.assertEqual(2, p.placement_limit(tree_, [request(pinned)]))
+        # the scheduler also asks for VCPU; both add up
+        self.assertEqual(4, p.placement_limit(
+            tree_, [request(pinned), request(fallback)]))
+        # a legacy host without PCPU: only the fallback query finds it
+        self.assertEqual(2, p.placement_limit(
+            host(vcpu=8), [request(pinned), request(fallback)]))
+        self.assertEqual(3, p.placement_limit(
+            tree_, [request(pinned), request(fallback)], cap=3))
+
+
+class TestTraits(base.TestCase):
+
+    def test_required_and_forbidden(self):
+        gold = host(traits={'CUSTOM_GOLD'})
+        self.assertEqual(8, p.placement_limit(
+            gold, [request(SMALL, required={'CUSTOM_GOLD'})]))
+        self.assertEqual(0, p.placement_limit(
+            host(), [request(SMALL, required={'CUSTOM_GOLD'})]))
+        self.assertEqual(0, p.placement_limit(
+            gold, [request(SMALL, forbidden={'CUSTOM_GOLD'})]))
+        self.assertEqual(8, p.placement_limit(
+            host(), [request(SMALL, forbidden={'CUSTOM_GOLD'})]))
+
+    def test_disabled_compute_is_no_candidate(self):
+        self.assertEqual(0, p.placement_limit(host(traits={DISABLED}),
+                                              [request(SMALL)]))
+        self.assertTrue(p.has_trait(host(traits={DISABLED}), DISABLED))
+
+    def test_traits_of_a_child_serving_the_group(self):
+        child = provider(CHILD, parent=ROOT, traits={'CUSTOM_FAST'},
+                         inventories={'CUSTOM_NIC': p.Inventory(total=2)})
+        root = host().root
+        nested = tree(root, child)
+        wants = dict(SMALL, CUSTOM_NIC=1)
+        self.assertEqual(2, p.placement_limit(
+            nested, [request(wants, required={'CUSTOM_FAST'})]))
+        # a child that serves nothing of the request does not count
+        self.assertEqual(0, p.placement_limit(
+            nested, [request(SMALL, required={'CUSTOM_FAST'})]))
+
+    def test_numbered_group_on_one_provider(self):
+        children = [provider('c%d' % i, parent=ROOT,
+                             inventories={'CUSTOM_VF': p.Inventory(total=3),
+                                          'CUSTOM_BW': p.Inventory(total=10)},
+                             traits={'CUSTOM_PHYSNET'} if i else ())
+                    for i in range(2)]
+        nested = tree(host().root, *children)
+        group = p.Group(resources={'CUSTOM_VF': 1, 'CUSTOM_BW': 4},
+                        required_traits=frozenset({'CUSTOM_PHYSNET'}),
+                        forbidden_traits=frozenset(), same_provider=True)
+        # only c1 has the trait: 10 // 4 = 2 instances
+        self.assertEqual(2, p.placement_limit(
+            nested, [request(SMALL, (), (), group)]))
+
+
+class TestOtherFigures(base.TestCase):
+
+    def test_placement_only_is_os_capacity(self):
+        tree_ = host(vcpu=4, traits={DISABLED}, inventories={
+            'VCPU': p.Inventory(total=4, allocation_ratio=4.0, max_unit=4)})
+        big = dict(SMALL, VCPU=8)
+        # os-capacity ignores max_unit and traits: 16 / 8
+        self.assertEqual(2, p.placement_only(tree_, request(big)))
+        self.assertEqual(0, p.placement_limit(tree_, [request(big)]))
+
+    def test_free_room(self):
+        tree_ = host(vcpu=8, memory=4096, inventories={
+            'PCPU': p.Inventory(total=4),
+            'VCPU': p.Inventory(total=8, allocation_ratio=2.0)},
+            usages={'VCPU': 3, 'PCPU': 1, 'MEMORY_MB': 1000})
+        self.assertEqual((13 + 3, 3096), p.free_room(tree_))
+
+
+class FakeResponse(object):
+
+    def __init__(self, status, body=None):
+        self.status_code = status
+        self._body = body
+
+    def json(self):
+        return self._body
+
+
+class FakeClient(object):
+
+    def __init__(self, routes, error=None):
+        self.routes = routes
+        self.error = error
+        self.calls = []
+
+    def get(self, url, version=None, global_request_id=None):
+        self.calls.append((url, version))
+        if self.error is not None:
+            raise self.error
+        status, body = self.routes.get(url, (404, None))
+        return FakeResponse(status, body)
+
+
+class FakeContext(object):
+    global_id = 'req-1'
+
+
+def routes(providers):
+    table = {'/resource_providers': (200, {'resource_providers': [
+        {'uuid': u, 'name': u, 'root_provider_uuid': root,
+         'parent_provider_uuid': parent}
+        for u, root, parent, _ in providers]})}
+    for u, _, _, inventories in providers:
+        base_url = '/resource_providers/%s' % u
+        table[base_url + '/inventories'] = (200, {'inventories': {
+            rc: {'total': total, 'reserved': 0, 'min_unit': 1,
+                 'max_unit': total, 'step_size': 1,
+                 'allocation_ratio': 1.0}
+            for rc, total in inventories.items()}})
+        table[base_url + '/usages'] = (200, {'usages': {
+            rc: 1 for rc in inventories}})
+        table[base_url + '/traits'] = (200, {'traits': ['T_' + u]})
+    return table
+
+
+class TestPlacementReader(base.TestCase):
+
+    def _reader(self, table, error=None, workers=1):
+        client = FakeClient(table, error)
+        return p.PlacementReader(FakeContext(), client=client,
+                                 workers=workers), client
+
+    def test_trees(self):
+        table = routes([(ROOT, ROOT, None, {'VCPU': 8}),
+                        ('gpu', ROOT, ROOT, {'VGPU': 2}),
+                        ('other', 'other', None, {'VCPU': 4})])
+        for workers in (1, 4):
+            reader, client = self._reader(table, workers=workers)
+            trees = reader.trees([ROOT, 'missing'])
+            self.assertEqual([ROOT], list(trees))
+            (root, gpu) = trees[ROOT].providers
+            self.assertEqual(ROOT, root.uuid)
+            self.assertEqual(p.Inventory(total=8, max_unit=8),
+                             root.inventories['VCPU'])
+            self.assertEqual({'VCPU': 1}, root.usages)
+            self.assertEqual(frozenset({'T_' + ROOT}), root.traits)
+            self.assertEqual(ROOT, gpu.parent_uuid)
+            self.assertTrue(all(v == p.MICROVERSION
+                                for _, v in client.calls))
+            self.assertNotIn('/resource_providers/other/inventories',
+                             [u for u, _ in client.calls])
+
+    def test_a_provider_deleted_meanwhile(self):
+        table = routes([(ROOT, ROOT, None, {'VCPU': 8})])
+        del table['/resource_providers/%s/usages' % ROOT]
+        reader, _ = self._reader(table)
+        self.assertEqual({}, reader.trees([ROOT]))
+
+    def test_placement_errors(self):
+        table = routes([(ROOT, ROOT, None, {'VCPU': 8})])
+        table['/resource_providers/%s/traits' % ROOT] = (503, None)
+        reader, _ = self._reader(table)
+        exc = self.assertRaises(errors.BackendUnavailable, reader.trees,
+                                [ROOT])
+        self.assertIn('HTTP 503', str(exc))
+        self.assertEqual(1, exc.exit_code)
+        table['/resource_providers/%s/traits' % ROOT] = (403, None)
+        exc = self.assertRaises(errors.ConfigError,
+                                self._reader(table)[0].trees, [ROOT])
+        self.assertEqual(2, exc.exit_code)
+
+    def test_unreachable(self):
+        for error, kind in (
+                (ks_exc.ConnectFailure('Connection refused'),
+                 errors.BackendUnavailable),
+                (ks_exc.EndpointNotFound('no placement endpoint'),
+                 errors.BackendUnavailable),
+                (ks_exc.MissingAuthPlugin('auth_type missing'),
+                 errors.ConfigError),
+                (ks_exc.Unauthorized('bad password'), errors.ConfigError)):
+            reader, _ = self._reader({}, error=error)
+            exc = self.assertRaises(kind, reader.trees, [ROOT])
+            self.assertNotIn('\n', str(exc))
