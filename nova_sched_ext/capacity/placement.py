@@ -218,7 +218,6 @@ def _pick(tree, group, usages, taken):
 
 def _claim_one(tree, request, usages):
     """Claim one instance of ``request`` first-fit; False if it cannot."""
-    claims = []
     taken = set()
     trial = {uuid: dict(used) for uuid, used in usages.items()}
     for group in request.groups:
@@ -229,7 +228,6 @@ def _claim_one(tree, request, usages):
             taken.update(picked.values())
         for rc, uuid in picked.items():
             trial[uuid][rc] = trial[uuid].get(rc, 0) + group.resources[rc]
-        claims.append(picked)
     usages.update(trial)
     return True
 
