@@ -44,11 +44,16 @@ included) or an equal value.
 import operator
 import typing
 
+#: The ``HostState`` attributes of a host's stamp, in order.
+STAMP_FIELDS = ('updated', 'free_ram_mb', 'vcpus_used',
+                'cpu_allocation_ratio', 'ram_allocation_ratio')
+
 #: A host's stamp: equal stamps mean an unchanged host, for a host with one
 #: (``updated`` not None). An ``operator.attrgetter``, so that a caller can
-#: read the stamps of many hosts in one C-level pass.
-stamp = operator.attrgetter('updated', 'free_ram_mb', 'vcpus_used',
-                            'cpu_allocation_ratio', 'ram_allocation_ratio')
+#: read the stamps of many hosts in one C-level pass (``map``); a Python
+#: loop over the hosts reads them faster inline (``adapters.prepared_hosts``
+#: does, tested against :data:`STAMP_FIELDS`).
+stamp = operator.attrgetter(*STAMP_FIELDS)
 
 _REST = operator.attrgetter('numa_topology', 'pci_stats', 'vcpus_total',
                             'total_usable_ram_mb')

@@ -24,10 +24,11 @@ The constants and struct layouts of ``cfit.h`` have their Python values in
 :data:`ERROR_NAMES` here (the package must work without the helper). The
 helper is only used when it reports the same: every value of
 :data:`EXPECTED_CONSTANTS` (``lib.NSE_*``, which cffi takes from the
-header the helper was built from) and the struct sizes ``nse_get_layout``
-reports from the compiled C; a helper built from another version of the
-header is unavailable, not misread. ``tests/unit/fit/test_lowlevel.py``
-also checks every ``#define`` of ``cfit.h`` and every field offset.
+header the helper was built from) and the struct sizes its ``nse_layout``
+holds, as the compiled C computed them; a helper built from another
+version of the header is unavailable, not misread.
+``tests/unit/fit/test_lowlevel.py`` also checks every ``#define`` of
+``cfit.h`` and every field offset.
 
 Thread safety: the helper is loaded once under a lock; what is marshalled
 once (shapes, requests) is only read by the C code, which keeps no pointer
@@ -82,7 +83,7 @@ EXPECTED_CONSTANTS = dict({
     'NSE_PCI_PREFERRED': m.PCI_PREFERRED,
 }, **{name: code for code, name in ERROR_NAMES.items()})
 
-#: The C structs whose sizes ``nse_get_layout`` reports, by its field name.
+#: The C structs whose sizes ``nse_layout`` holds, by its field name.
 STRUCTS = {
     'host': 'struct nse_host',
     'host_cell': 'struct nse_host_cell',
@@ -153,10 +154,9 @@ def _disagreement(ffi, lib):
         if getattr(lib, name, None) != value:
             return '%s is %s there, %s here' % (
                 name, getattr(lib, name, 'missing'), value)
-    if not hasattr(lib, 'nse_get_layout'):
-        return 'it has no nse_get_layout'
-    layout = ffi.new('struct nse_layout *')
-    lib.nse_get_layout(layout)
+    layout = getattr(lib, 'nse_layout', None)
+    if layout is None:
+        return 'it has no nse_layout'
     for key, struct_name in sorted(STRUCTS.items()):
         size = getattr(layout, key)
         if size != packing.SIZES[key] or ffi.sizeof(struct_name) != size:
@@ -196,10 +196,8 @@ def helper_constants():
 
 
 def helper_layout():
-    """``{struct key: size}`` as ``nse_get_layout`` reports them."""
-    module = require()
-    layout = module.ffi.new('struct nse_layout *')
-    module.lib.nse_get_layout(layout)
+    """``{struct key: size}`` as the helper's ``nse_layout`` reports them."""
+    layout = require().lib.nse_layout
     return {key: getattr(layout, key) for key in STRUCTS}
 
 

@@ -4,7 +4,7 @@ Each struct of the header is described here once, field by field
 (``*_FIELDS``: name and :mod:`struct` code, in the header's order, no
 implicit padding), and the :class:`struct.Struct` that packs it is built
 from that description. The layouts must match the header's: the compiled
-helper reports its own struct sizes (``nse_get_layout``) and
+helper reports its own struct sizes (``nse_layout``) and
 :mod:`~nova_sched_ext.fit.lowlevel` refuses a helper that disagrees;
 ``tests/unit/fit/test_lowlevel.py`` also compares every field offset with
 the compiled helper's.
@@ -69,7 +69,7 @@ REQUEST_CELL = _struct(REQUEST_CELL_FIELDS)
 SHAPE_HEAD = _struct(SHAPE_FIELDS)
 
 #: The size of each struct of cfit.h as packed here, by the name
-#: ``nse_get_layout`` gives it.
+#: the helper's ``nse_layout`` gives it.
 SIZES = {
     'host': HOST.size,
     'host_cell': CELL.size,

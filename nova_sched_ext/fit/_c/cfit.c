@@ -524,15 +524,6 @@ static int fit_host(const struct nse_host *host,
     return NSE_NO;
 }
 
-void nse_get_layout(struct nse_layout *layout)
-{
-    layout->host = (int64_t)sizeof(struct nse_host);
-    layout->host_cell = (int64_t)sizeof(struct nse_host_cell);
-    layout->request = (int64_t)sizeof(struct nse_request);
-    layout->request_cell = (int64_t)sizeof(struct nse_request_cell);
-    layout->shape = (int64_t)sizeof(struct nse_shape);
-}
-
 /* Read the host record at *offset and advance it; 0 or NSE_ERR_*. */
 static int next_host(const unsigned char *hosts, size_t hosts_len,
                      size_t *offset, struct nse_host *host,
@@ -1142,3 +1133,14 @@ int nse_slot_weights_indexed(const unsigned char *arena, size_t arena_len,
     weigh_unplaced(weights, n_hosts);
     return 0;
 }
+
+/* A constant rather than a function: a function the cffi wrapper calls
+ * adds a PLT entry before the code, which moves (and realigns) every hot
+ * function of this file. */
+const struct nse_layout nse_layout = {
+    sizeof(struct nse_host),
+    sizeof(struct nse_host_cell),
+    sizeof(struct nse_request),
+    sizeof(struct nse_request_cell),
+    sizeof(struct nse_shape),
+};

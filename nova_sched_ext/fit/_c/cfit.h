@@ -121,11 +121,11 @@ struct nse_shape {
 };
 
 /*
- * The sizes of the structs above as cfit.c was compiled.  The Python side
- * packs records with its own layouts (fit/packing.py); fit/lowlevel.py
- * refuses a helper whose sizes or constants differ from them, so that a
- * helper built from another version of this header is never fed records it
- * would misread.
+ * The sizes of the structs above as cfit.c was compiled (nse_layout).  The
+ * Python side packs records with its own layouts (fit/packing.py);
+ * fit/lowlevel.py refuses a helper whose sizes or constants differ from
+ * them, so that a helper built from another version of this header is
+ * never fed records it would misread.
  */
 struct nse_layout {
     int64_t host;
@@ -135,7 +135,7 @@ struct nse_layout {
     int64_t shape;
 };
 
-void nse_get_layout(struct nse_layout *layout);
+extern const struct nse_layout nse_layout;
 
 /*
  * Answer, for each of n_hosts records in hosts[0..hosts_len), whether the

@@ -165,9 +165,9 @@ class TestAStaleHelperIsRefused(base.TestCase):
         self.assertEqual('NSE_PCI_PREFERRED is missing there, 2 here',
                          self.disagreement(NSE_PCI_PREFERRED=None))
 
-    def test_no_layout_function(self):
-        self.assertEqual('it has no nse_get_layout',
-                         self.disagreement(nse_get_layout=None))
+    def test_no_layout(self):
+        self.assertEqual('it has no nse_layout',
+                         self.disagreement(nse_layout=None))
 
     def test_another_struct_size(self):
         sizes = dict(packing.SIZES, host_cell=packing.SIZES['host_cell'] + 8)
