@@ -1,6 +1,7 @@
 """hoststamp: the one "has this host changed since I built it" rule."""
 
 import datetime
+from unittest import mock
 
 from nova import objects
 from nova.tests.unit.scheduler import fakes
@@ -81,3 +82,49 @@ class TestHostStamp(base.TestCase):
         host.vcpus_total = 8
         adapters.prepared_host(host)
         self.assertIsNot(entry, host._nova_sched_ext_fit)
+
+
+class TestPreparedHostsReadsTheStamp(base.TestCase):
+    """``adapters.prepared_hosts`` reads the stamp inline, for speed.
+
+    Its tuple must be :data:`hoststamp.STAMP_FIELDS`, in that order: a field
+    dropped from it, or added to ``STAMP_FIELDS`` only, fails the first
+    test; one read wrongly would fail the second.
+    """
+
+    def cached_host(self):
+        # Every stamp field a different value, so that a field read in
+        # the wrong place cannot compare equal.
+        host = host_state(datetime.datetime(2026, 1, 1, 12, 0, 0))
+        self.assertEqual(len(hoststamp.STAMP_FIELDS),
+                         len(set(map(repr, hoststamp.stamp(host)))))
+        adapters.prepared_hosts([host])
+        return host, host._nova_sched_ext_fit
+
+    def test_an_unchanged_stamped_host_is_vouched_for_inline(self):
+        host, entry = self.cached_host()
+        # Nova's HostManager before each request: new, equal objects.
+        host.numa_topology = objects.NUMATopology(cells=[])
+        host.updated = host.updated.replace()
+        with mock.patch.object(
+                hoststamp, 'unchanged',
+                side_effect=AssertionError('the inline stamp did not match '
+                                           'hoststamp.stamp')), \
+                mock.patch.object(adapters, '_refresh',
+                                  side_effect=AssertionError('rebuilt')):
+            prepared = adapters.prepared_hosts([host])
+        self.assertIs(entry, host._nova_sched_ext_fit)
+        self.assertEqual([entry[2]], prepared)
+
+    def test_a_change_of_any_stamp_field_is_seen(self):
+        for name in hoststamp.STAMP_FIELDS:
+            host, entry = self.cached_host()
+            # Unequal to any value the field had.
+            setattr(host, name, object())
+            with mock.patch.object(adapters, '_refresh',
+                                   return_value=entry[2]) as refresh:
+                adapters.prepared_hosts([host])
+            reused = not refresh.called
+            self.assertEqual(hoststamp.unchanged(entry[1], host), reused,
+                             name)
+            self.assertFalse(reused, name)
