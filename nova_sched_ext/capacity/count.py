@@ -13,8 +13,8 @@
 
 """How many instances of one flavor one host takes at the same time.
 
-:func:`count_host` is the one place that answers it, so that a C loop can
-replace the Python one later without its callers knowing.  The instances
+:func:`count_hosts` (and :func:`count_host` for one pair) is the one place
+that answers it.  The instances
 are placed one after another as Nova places them: each one where
 ``nova.virt.hardware.numa_fit_instance_to_host`` puts it, its usage
 accounted before the next is tried, as the compute's resource tracker
@@ -24,9 +24,11 @@ placement allows) is reached.
 
 Two ways of doing this give the same count:
 
-* the fit engine (:func:`nova_sched_ext.fit.pyfit.place`, which replays
+* the fit engine (``fit.engine.place_counts``: the C helper's
+  ``nse_place_counts``, or its twin ``pyfit.place_counts``, which replays
   Nova's fit on the engine's model of the host and accounts the usage on
-  it), used wherever its accounting is Nova's;
+  it), used wherever its accounting is Nova's, for many hosts and flavors
+  in one call;
 * Nova's own functions on Nova's objects, used for the rest: a host or
   flavor outside the engine's subset (the engine answers UNKNOWN, or the
   adapters raise ``Unsupported``), PCI devices (the engine places no
@@ -47,8 +49,8 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_sched_ext.capacity import conf as capacity_conf
+from nova_sched_ext.fit import engine as fit_engine
 from nova_sched_ext.fit import model as m
-from nova_sched_ext.fit import pyfit
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -68,6 +70,17 @@ class HostModel(typing.NamedTuple):
     cpu_allocation_ratio: typing.Optional[float]
     ram_allocation_ratio: typing.Optional[float]
     name: str = ''
+    #: the engine's ``PreparedHost`` of ``engine`` (its packed record), or
+    #: None to prepare it when counting
+    prepared: typing.Any = None
+
+
+def _prepared(host_model):
+    if host_model.prepared is not None:
+        return host_model.prepared
+    if host_model.engine is None:
+        return fit_engine.prepare(fit_engine.UNSUPPORTED_HOST)
+    return fit_engine.prepare(host_model.engine)
 
 
 class FlavorShape(typing.NamedTuple):
@@ -91,67 +104,83 @@ class HostCount(typing.NamedTuple):
 def host_model(host_state, prepared):
     """A :class:`HostModel` of a Nova ``HostState`` and its prepared host."""
     return HostModel(
-        engine=prepared.model, numa_topology=host_state.numa_topology,
+        engine=prepared.model, prepared=prepared,
+        numa_topology=host_state.numa_topology,
         pci_stats=host_state.pci_stats,
         cpu_allocation_ratio=host_state.cpu_allocation_ratio,
         ram_allocation_ratio=host_state.ram_allocation_ratio,
         name=host_state.host)
 
 
-def engine_places_exactly(host, shape):
-    """Whether the engine's accounting of ``shape`` on ``host`` is Nova's.
+#: How far the engine's accounting of a shape is Nova's (see
+#: :func:`engine_places_exactly`).
+EXACT, EXACT_UP_TO_TWO_THREADS, NOT_EXACT = 'exact', 'two-threads', 'no'
+
+
+def _exactness(shape):
+    """Whether the engine accounts ``shape`` (a ``model.Shape``) as Nova.
 
     The engine keeps, per host cell, how many free CPUs each sibling set
     has, not which: enough for Nova's next fit wherever only those sizes
     matter. They do not where Nova picks particular CPUs the engine cannot
     tell apart (the reserved emulator CPU of the ``require`` and
-    ``isolate`` policies, the partly free cores ``require`` leaves when a
-    core has more than two threads), so those go to Nova's fit.
+    ``isolate`` policies: :data:`NOT_EXACT`; the partly free cores
+    ``require`` leaves when a core has more than two threads:
+    :data:`EXACT_UP_TO_TWO_THREADS`), so those go to Nova's fit.
     """
     numa = shape.numa
     if numa is None:
-        return True
+        return EXACT
     policies = {c.thread_policy for c in numa.cells
                 if c.cpu_policy in _PINNED}
-    if not policies:
-        return True
     if numa.emulator_threads_isolated and (
             policies & {m.THREAD_REQUIRE, m.THREAD_ISOLATE}):
-        return False
-    if m.THREAD_REQUIRE in policies and any(
-            cell.threads_per_core > 2 for cell in host.cells):
-        return False
-    return True
+        return NOT_EXACT
+    if m.THREAD_REQUIRE in policies:
+        return EXACT_UP_TO_TWO_THREADS
+    return EXACT
 
 
-def _engine_usable(host_model, shape):
+def _exact_on(host, exactness):
+    if exactness == EXACT:
+        return True
+    if exactness == NOT_EXACT:
+        return False
+    return all(cell.threads_per_core <= 2 for cell in host.cells)
+
+
+def engine_places_exactly(host, shape):
+    """Whether the engine's accounting of ``shape`` on ``host`` is Nova's.
+
+    :param host: a ``model.Host``
+    :param shape: a ``model.Shape``
+    """
+    return _exact_on(host, _exactness(shape))
+
+
+def _engine_shapes(shapes):
+    """Per flavor, ``(engine shape, exactness)``, or None: Nova's fit only."""
     if CONF.nova_sched_ext_capacity.fit != capacity_conf.FIT_ENGINE:
-        return False
-    if shape.engine is None or shape.pci_requests:
-        return False
+        return [None] * len(shapes)
+    usable = []
+    for shape in shapes:
+        engine_shape = shape.engine
+        if (engine_shape is None or shape.pci_requests or
+                m.shape_problem(engine_shape) is not None):
+            usable.append(None)
+            continue
+        exactness = _exactness(engine_shape)
+        usable.append(None if exactness == NOT_EXACT
+                      else (engine_shape, exactness))
+    return usable
+
+
+def _engine_host(host_model):
+    """The host's engine model, or None where the engine cannot count it."""
     host = host_model.engine
     if host is None or host.status not in (m.HOST_OK, m.HOST_NO_TOPOLOGY):
-        return False
-    return engine_places_exactly(host, shape.engine)
-
-
-def _count_engine(host, shape, limit):
-    """The count by the fit engine, or None if it cannot tell."""
-    count = 0
-    try:
-        while count < limit:
-            after = pyfit.place(host, shape)
-            if after is None:
-                # place() does not tell "no" from "cannot tell"
-                if pyfit.fits(host, shape.numa) == m.UNKNOWN:
-                    return None
-                break
-            host = after
-            count += 1
-    except m.InvalidInput as exc:
-        LOG.debug('Capacity: the fit engine refused %s: %s', shape, exc)
         return None
-    return count
+    return host
 
 
 def _limits(host_model):
@@ -204,6 +233,64 @@ def _count_nova(host_model, shape, limit):
     return count
 
 
+def count_hosts(host_models, shapes, limits):
+    """:func:`count_host` of every host and shape, in one engine pass.
+
+    The pairs the fit engine counts exactly are counted in one call into
+    it (the C helper when it is in use: ``fit.engine.place_counts``); the
+    others, and any pair the engine cannot tell, by Nova's own functions.
+
+    :param host_models: :class:`HostModel` objects
+    :param shapes: :class:`FlavorShape` objects
+    :param limits: host-major, one per host and shape: the most there can
+        be (what placement allows)
+    :returns: host-major :class:`HostCount` objects
+    """
+    host_models, shapes = list(host_models), list(shapes)
+    n_shapes = len(shapes)
+    limits = [max(int(limit), 0) for limit in limits]
+    if len(limits) != len(host_models) * n_shapes:
+        raise ValueError('%d limits for %d hosts and %d flavors'
+                         % (len(limits), len(host_models), n_shapes))
+    engine_shapes = _engine_shapes(shapes)
+    counted = [k for k, s in enumerate(engine_shapes) if s is not None]
+    results = [None] * len(limits)
+    engine_limits = []
+    for h, host in enumerate(host_models):
+        base = h * n_shapes
+        for k, shape in enumerate(shapes):
+            limit = limits[base + k]
+            if limit == 0:
+                results[base + k] = HostCount(0)
+            elif shape.instance_topology is None and not shape.pci_requests:
+                # Neither NUMATopologyFilter nor PciPassthroughFilter has a
+                # say.
+                results[base + k] = HostCount(limit)
+        engine_host = _engine_host(host) if counted else None
+        for k in counted:
+            limit = limits[base + k]
+            use = (engine_host is not None and results[base + k] is None and
+                   limit <= m.MAX_INSTANCES and
+                   _exact_on(engine_host, engine_shapes[k][1]))
+            engine_limits.append(limit if use else 0)
+    if any(engine_limits):
+        answers = fit_engine.place_counts(
+            [_prepared(host) for host in host_models],
+            [engine_shapes[k][0] for k in counted], engine_limits)
+        for h in range(len(host_models)):
+            for j, k in enumerate(counted):
+                i, at = h * len(counted) + j, h * n_shapes + k
+                if engine_limits[i] and answers[i] >= 0:
+                    results[at] = HostCount(answers[i])
+    for at, result in enumerate(results):
+        if result is None:
+            h, k = divmod(at, n_shapes)
+            results[at] = HostCount(
+                _count_nova(host_models[h], shapes[k], limits[at]),
+                fallback=True)
+    return results
+
+
 def count_host(host_model, shape, limit):
     """How many instances of ``shape`` fit on ``host_model`` at once.
 
@@ -213,14 +300,4 @@ def count_host(host_model, shape, limit):
         stops there
     :returns: a :class:`HostCount`
     """
-    limit = max(int(limit), 0)
-    if limit == 0:
-        return HostCount(0)
-    if shape.instance_topology is None and not shape.pci_requests:
-        # Neither NUMATopologyFilter nor PciPassthroughFilter has a say.
-        return HostCount(limit)
-    if _engine_usable(host_model, shape):
-        count = _count_engine(host_model.engine, shape.engine, limit)
-        if count is not None:
-            return HostCount(count)
-    return HostCount(_count_nova(host_model, shape, limit), fallback=True)
+    return count_hosts([host_model], [shape], [limit])[0]

@@ -15,7 +15,7 @@
 
 For each flavor and compute host, the count is how many instances of the
 flavor the host could take at the same time, placed one after another as
-Nova places them (:func:`~nova_sched_ext.capacity.count.count_host`), and
+Nova places them (:func:`~nova_sched_ext.capacity.count.count_hosts`), and
 never more than placement allows (:func:`placement.placement_limit`).  A
 host counts for a flavor only if the scheduler could pick it for the flavor
 at all:
@@ -231,24 +231,26 @@ def _prepared(state):
 def count_one_host(host, tree, requests, checks):
     """The :class:`HostResult` of one counted host."""
     model = count.host_model(host.state, _prepared(host.state))
-    capacity, placement_only, fallbacks = {}, {}, 0
+    placement_only, limits = {}, []
     for request in requests:
-        name = request.name
-        placement_only[name] = (placement.placement_only(
+        placement_only[request.name] = (placement.placement_only(
             tree, request.queries[0]) if request.queries else 0)
         if request.invalid or not request.queries or \
                 not checks.passes(host, request):
-            capacity[name] = 0
+            limits.append(0)
             continue
-        limit = placement.placement_limit(
-            tree, request.queries, cap=checks.instance_cap(host, request))
-        result = count.count_host(model, _shape(request), limit)
-        capacity[name] = result.instances
-        fallbacks += result.fallback
+        limits.append(placement.placement_limit(
+            tree, request.queries, cap=checks.instance_cap(host, request)))
+    # every flavor of this host in one pass of the fit engine
+    results = count.count_hosts([model], [_shape(r) for r in requests],
+                                limits)
+    capacity = {r.name: result.instances
+                for r, result in zip(requests, results)}
     free_vcpus, free_memory = placement.free_room(tree)
     return HostResult(host=host, capacity=capacity,
                       placement_only=placement_only, free_vcpus=free_vcpus,
-                      free_memory_mb=free_memory, fallbacks=fallbacks)
+                      free_memory_mb=free_memory,
+                      fallbacks=sum(r.fallback for r in results))
 
 
 # --- scopes ----------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 ``check_hosts(hosts, request)`` answers YES / NO / UNKNOWN for many prepared
 hosts in one call (one Python-to-C transition per request), and
-``slot_weights`` counts slots for NUMASlotWeigher, in the C helper (reached
+``slot_weights`` counts slots for NUMASlotWeigher and ``place_counts``
+instances for the capacity count, in the C helper (reached
 through :mod:`~nova_sched_ext.fit.lowlevel` only) or in the pure-Python twin
 :mod:`~nova_sched_ext.fit.pyfit`; both give the same answers.
 
@@ -265,4 +266,45 @@ def slot_weights(hosts, shapes, shape_weights, request=None, counts=True,
         return with_fallback(
             functools.partial(_slot_weights_c, hosts, shapes, shape_weights,
                               request, counts, room_cap), twin)
+    return twin()
+
+
+def _place_counts_c(hosts, shapes, limits):
+    """:func:`place_counts` in C.
+
+    :raises lowlevel.HelperError: the helper refused the input
+    """
+    packed = lowlevel.packed_shapes(shapes, [0.0] * len(shapes))
+    return lowlevel.place_counts([h.packed for h in hosts], packed, limits)
+
+
+def place_counts(hosts, shapes, limits):
+    """How many instances of each shape each host takes at the same time.
+
+    Placed one after another exactly as Nova places them, each one's usage
+    accounted before the next (:func:`pyfit.place_count` says precisely),
+    up to each pair's limit.
+
+    :param hosts: a sequence of :class:`PreparedHost`
+    :param shapes: a sequence of :class:`~nova_sched_ext.fit.model.Shape`
+        (no PCI)
+    :param limits: host-major, one int per host and shape, each in
+        0..``model.MAX_INSTANCES``: what placement allows
+    :returns: the counts, host-major, -1 where the engine cannot tell (the
+        caller asks Nova's own fit there)
+    :raises model.InvalidInput: a shape or limit outside the bounds
+    :raises lowlevel.HelperUnavailable: ``fit_backend = c`` and the C
+        helper cannot be used
+    """
+    hosts, shapes, limits = list(hosts), list(shapes), list(limits)
+    twin = functools.partial(pyfit.place_counts, [h.model for h in hosts],
+                             shapes, limits)
+    if backend_name() == 'c':
+        for shape in shapes:
+            m.check(m.shape_problem(shape))
+        if len(limits) != len(hosts) * len(shapes) or not all(
+                0 <= limit <= m.MAX_INSTANCES for limit in limits):
+            return twin()  # raises InvalidInput, saying which
+        return with_fallback(
+            functools.partial(_place_counts_c, hosts, shapes, limits), twin)
     return twin()

@@ -62,6 +62,7 @@ EXPECTED_CONSTANTS = dict({
     'NSE_MAX_CPUS': m.MAX_CPUS,
     'NSE_MAX_AMOUNT': m.MAX_AMOUNT,
     'NSE_MAX_PAGE_SIZE_KB': m.MAX_PAGE_SIZE_KB,
+    'NSE_MAX_INSTANCES': m.MAX_INSTANCES,
     'NSE_NO': m.NO,
     'NSE_YES': m.YES,
     'NSE_UNKNOWN': m.UNKNOWN,
@@ -363,3 +364,31 @@ def slot_weights_indexed(arena, arena_len, offsets, n_slots, index,
         ffi.NULL if memo is None else ffi.from_buffer('double[]', memo),
         memo_rows, memo_col, memo_cols, weights))
     return ffi.unpack(weights, n_hosts)
+
+
+def place_counts(records, shapes, limits):
+    """``nse_place_counts``: how many of each shape each host takes at once.
+
+    :param records: a list of packed host records
+    :param shapes: a :class:`PackedShapes` (its weights are not read)
+    :param limits: host-major, one per record and shape (what placement
+        allows), each in 0..``NSE_MAX_INSTANCES``
+    :returns: the counts, host-major, -1 where the engine cannot tell
+    :raises HelperError: the helper refused the input
+    """
+    module = require()
+    ffi, lib = module.ffi, module.lib
+    n_hosts, n_shapes = len(records), len(shapes)
+    total = n_hosts * n_shapes
+    # The helper trusts this length: check it here, where it is known.
+    if len(limits) != total:
+        raise ValueError('%d limits for %d hosts and %d shapes'
+                         % (len(limits), n_hosts, n_shapes))
+    buffer = b''.join(records)
+    c_limits = ffi.new('int32_t[]', max(total, 1))
+    c_limits[0:total] = limits
+    counts = ffi.new('int32_t[]', max(total, 1))
+    _check('nse_place_counts', lib.nse_place_counts(
+        ffi.from_buffer(buffer), len(buffer), n_hosts, shapes.c_shapes,
+        n_shapes, c_limits, counts))
+    return ffi.unpack(counts, total)

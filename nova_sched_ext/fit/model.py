@@ -65,6 +65,9 @@ MAX_ALLOCATION_RATIO = 10000
 MAX_CPUS = 1 << 20
 MAX_AMOUNT = 1 << 38
 MAX_PAGE_SIZE_KB = 1 << 24
+#: The most instances of one shape counted on one host (NSE_MAX_INSTANCES):
+#: a bound on the capacity count's loop, far above what any host takes.
+MAX_INSTANCES = 1 << 16
 
 
 class Page(typing.NamedTuple):

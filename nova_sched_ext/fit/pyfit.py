@@ -500,6 +500,69 @@ def _place(host, request):
     return after._replace(cells=tuple(cells))
 
 
+def place_count(host, shape, limit):
+    """How many instances of ``shape`` ``host`` takes at once (cfit.c).
+
+    Placed one after another as Nova places them (:func:`_place`), each
+    one's usage accounted before the next, until one does not fit or
+    ``limit`` are placed.  A shape without NUMA cells is not placed (it is
+    counted at ``limit``: only placement has a say); -1 when the engine
+    cannot tell: a host of unknown status, or a host whose state, once
+    filled, leaves the bounds of
+    :func:`~nova_sched_ext.fit.model.host_problem`.
+    The host and shape are checked by :func:`place_counts`.
+    """
+    if limit == 0:
+        return 0
+    numa = shape.numa
+    if numa is None or not numa.cells:
+        return limit
+    if host.status not in (m.HOST_OK, m.HOST_NO_TOPOLOGY):
+        return -1
+    count = 0
+    while count < limit:
+        if count > 0 and m.host_problem(host) is not None:
+            return -1
+        after = _place(host, shape)
+        if after is None:
+            if _search(host, numa)[0] == m.UNKNOWN:
+                return -1
+            break
+        count += 1
+        host = after
+    return count
+
+
+def place_counts(hosts, shapes, limits):
+    """:func:`place_count` of every host and shape, like nse_place_counts.
+
+    :param hosts: :class:`~nova_sched_ext.fit.model.Host` objects
+    :param shapes: :class:`~nova_sched_ext.fit.model.Shape` objects (no PCI)
+    :param limits: host-major, one per host and shape, each in
+        0..``MAX_INSTANCES``
+    :returns: the counts, host-major
+    :raises: :class:`~nova_sched_ext.fit.model.InvalidInput` where cfit
+        refuses the input
+    """
+    hosts, shapes, limits = list(hosts), list(shapes), list(limits)
+    for shape in shapes:
+        m.check(m.shape_problem(shape))
+    if len(limits) != len(hosts) * len(shapes):
+        raise m.InvalidInput('%d limits for %d hosts and %d shapes' % (
+            len(limits), len(hosts), len(shapes)))
+    for limit in limits:
+        if not 0 <= limit <= m.MAX_INSTANCES:
+            raise m.InvalidInput('limit %r not in 0..%d' % (
+                limit, m.MAX_INSTANCES))
+    counts = []
+    for h, host in enumerate(hosts):
+        m.check(m.host_problem(host))
+        base = h * len(shapes)
+        counts.extend(place_count(host, shape, limits[base + k])
+                      for k, shape in enumerate(shapes))
+    return counts
+
+
 def free_share(host):
     share, parts = 0.0, 0
     if host.total_vcpus > 0:

@@ -1144,3 +1144,98 @@ const struct nse_layout nse_layout = {
     sizeof(struct nse_request_cell),
     sizeof(struct nse_shape),
 };
+
+/* ------------------------------------------------------------------------
+ * Capacity counting (nova_sched_ext.capacity).  pyfit.place_counts is the
+ * reference.
+ */
+
+/* Whether a host that place_request filled is still inside the bounds its
+ * record was checked against when it was read (usage only grows, so after
+ * enough instances it could leave them); only the cells in `changed`
+ * moved. */
+static int still_in_bounds(const struct nse_host *host,
+                           const struct nse_host_cell *cells,
+                           uint32_t changed)
+{
+    int c;
+
+    if (!check_host_head(host))
+        return 0;
+    for (c = 0; c < host->n_cells; c++)
+        if ((changed & (1u << c)) && !check_cell(&cells[c]))
+            return 0;
+    return 1;
+}
+
+/* The count of one shape on one host, or -1 when the engine cannot tell.
+ * The host is filled on two stack copies that take turns: no allocation,
+ * at most NSE_MAX_CELLS cells each. */
+static int32_t place_count(const struct nse_host *host,
+                           const struct nse_host_cell *cells,
+                           const struct nse_shape *shape, int32_t limit)
+{
+    struct nse_host state[2];
+    struct nse_host_cell state_cells[2][NSE_MAX_CELLS];
+    uint32_t changed = 0;
+    int32_t count = 0;
+    int cur = 0;
+
+    if (limit == 0)
+        return 0;
+    if (shape->numa.n_cells == 0)
+        return limit;
+    if (host->status != NSE_HOST_OK && host->status != NSE_HOST_NO_TOPOLOGY)
+        return -1;
+    state[0] = *host;
+    if (host->n_cells > 0)
+        memcpy(state_cells[0], cells, (size_t)host->n_cells * sizeof(*cells));
+    while (count < limit) {
+        int next = 1 - cur;
+
+        /* the record as read was checked by next_host; a filled one here */
+        if (count > 0 && !still_in_bounds(&state[cur], state_cells[cur],
+                                          changed))
+            return -1;
+        if (!place_request(&state[cur], state_cells[cur], shape,
+                           &state[next], state_cells[next], &changed)) {
+            if (fit_host(&state[cur], state_cells[cur], &shape->numa, NULL,
+                         NULL) == NSE_UNKNOWN)
+                return -1;
+            break;
+        }
+        count++;
+        cur = next;
+    }
+    return count;
+}
+
+int nse_place_counts(const unsigned char *hosts, size_t hosts_len,
+                     int32_t n_hosts, const struct nse_shape *shapes,
+                     int32_t n_shapes, const int32_t *limits,
+                     int32_t *counts)
+{
+    size_t offset = 0, i;
+    int32_t h, k;
+
+    if (n_hosts < 0 || n_shapes < 0 || !check_shapes(shapes, n_shapes))
+        return NSE_ERR_BAD_REQUEST;
+    for (i = 0; i < (size_t)n_hosts * (size_t)n_shapes; i++)
+        if (limits[i] < 0 || limits[i] > NSE_MAX_INSTANCES)
+            return NSE_ERR_BAD_REQUEST;
+    for (h = 0; h < n_hosts; h++) {
+        struct nse_host host;
+        const struct nse_host_cell *cells;
+        int rc = next_host(hosts, hosts_len, &offset, &host, &cells);
+
+        if (rc)
+            return rc;
+        for (k = 0; k < n_shapes; k++) {
+            size_t at = (size_t)h * (size_t)n_shapes + (size_t)k;
+            counts[at] = place_count(&host, cells, &shapes[k], limits[at]);
+        }
+    }
+    if (offset != hosts_len)
+        return NSE_ERR_TRUNCATED;
+    return 0;
+}

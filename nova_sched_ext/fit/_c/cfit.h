@@ -21,6 +21,10 @@
 #define NSE_MAX_CPUS 1048576
 #define NSE_MAX_AMOUNT 274877906944
 #define NSE_MAX_PAGE_SIZE_KB 16777216
+/* The most instances of one shape nse_place_counts places on one host: a
+ * bound on its loop (a flavor of 1 vCPU at an allocation ratio of 16 on a
+ * 1,024-thread host is 16,384). */
+#define NSE_MAX_INSTANCES 65536
 
 #define NSE_NO 0
 #define NSE_YES 1
@@ -164,6 +168,23 @@ int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
               const struct nse_shape *shapes, const double *shape_weights,
               int32_t n_shapes, const struct nse_shape *request,
               int32_t *before, int32_t *after, double *weights);
+
+/*
+ * Capacity counting.  For each host h and each of n_shapes shapes k,
+ * counts[h * n_shapes + k] is how many instances of the shape the host
+ * takes at the same time, placed one after another exactly as Nova places
+ * them (each where numa_fit_instance_to_host puts it, its usage accounted
+ * before the next), stopping at limits[h * n_shapes + k] (in
+ * 0..NSE_MAX_INSTANCES: what placement allows).  A shape without NUMA
+ * cells is not placed (it is counted at its limit), a host of unknown
+ * status for a shape with cells is -1 ("cannot tell"), as is a host whose
+ * state leaves the engine's bounds while it is being filled.  Returns 0 or
+ * a negative NSE_ERR_* (counts are then undefined).
+ */
+int nse_place_counts(const unsigned char *hosts, size_t hosts_len,
+                     int32_t n_hosts, const struct nse_shape *shapes,
+                     int32_t n_shapes, const int32_t *limits,
+                     int32_t *counts);
 
 /*
  * nse_slots' weights (request required), for host records kept between

@@ -29,7 +29,6 @@ from hypothesis import given
 from hypothesis import HealthCheck
 from hypothesis import settings
 from hypothesis import strategies as st
-from nova import exception as nova_exc
 from nova import objects
 from nova.objects import fields
 from nova.virt import hardware
@@ -40,6 +39,7 @@ from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import pyfit
 from tests import base
+from tests.unit.fit import oracle
 from tests.unit.fit import strategies
 
 CONF = cfg.CONF
@@ -54,32 +54,13 @@ RATIOS = st.one_of(st.none(), st.tuples(
 CAP = 40
 
 
-class OracleFailed(Exception):
-    """Nova's own accounting raised: the host is beyond Nova's model."""
+OracleFailed = oracle.OracleFailed
 
 
 def nova_count(host_topology, instance_topology, ratios, limit=CAP,
                pci_stats=None, pci_requests=None):
-    limits = None
-    if ratios is not None:
-        limits = objects.NUMATopologyLimits(cpu_allocation_ratio=ratios[0],
-                                            ram_allocation_ratio=ratios[1])
-    placed = 0
-    while placed < limit:
-        fitted = hardware.numa_fit_instance_to_host(
-            host_topology, instance_topology.obj_clone(), None,
-            limits=limits, pci_requests=pci_requests, pci_stats=pci_stats)
-        if fitted is None:
-            return placed
-        try:
-            host_topology = hardware.numa_usage_from_instance_numa(
-                host_topology, fitted)
-        except nova_exc.NovaException as exc:
-            raise OracleFailed(exc)
-        if pci_requests:
-            pci_stats.apply_requests(pci_requests, None, fitted.cells)
-        placed += 1
-    return placed
+    return oracle.nova_count(host_topology, instance_topology, ratios, limit,
+                             pci_stats=pci_stats, pci_requests=pci_requests)
 
 
 def models(host_topology, specs, instance_topology, ratios, pci_stats=None,

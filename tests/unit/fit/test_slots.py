@@ -16,7 +16,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from nova import objects
 from nova.objects import fields
-from nova.virt import hardware
 
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
@@ -24,6 +23,7 @@ from nova_sched_ext.fit import lowlevel
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import pyfit
 from tests import base
+from tests.unit.fit import oracle
 from tests.unit.fit import strategies
 
 EXAMPLES = int(os.environ.get('NOVA_SCHED_EXT_HYPOTHESIS_EXAMPLES', '600'))
@@ -62,19 +62,10 @@ def shapes(draw, max_cells):
 
 
 def nova_greedy(host_topology, instance_topology, ratios):
-    limits = objects.NUMATopologyLimits(cpu_allocation_ratio=ratios[0],
-                                        ram_allocation_ratio=ratios[1])
-    count = 0
-    while count < GREEDY_CAP:
-        fitted = hardware.numa_fit_instance_to_host(
-            host_topology, instance_topology.obj_clone(), None,
-            limits=limits)
-        if fitted is None:
-            return count
-        host_topology = hardware.numa_usage_from_instance_numa(
-            host_topology, fitted)
-        count += 1
-    return None
+    """Nova's count one by one, None when it reaches GREEDY_CAP."""
+    count = oracle.nova_count(host_topology, instance_topology, ratios,
+                              GREEDY_CAP)
+    return None if count == GREEDY_CAP else count
 
 
 def to_shape(instance_topology):
