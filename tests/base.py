@@ -29,6 +29,8 @@ To watch a test live instead, turn a capture off with oslotest's switches:
 """
 
 import collections
+import contextlib
+import io
 import logging
 import os
 import sys
@@ -138,3 +140,11 @@ class TestCase(testtools.TestCase):
         super().setUp()
         self.useFixture(LogCapture())
         self.useFixture(OutputCapture())
+
+    @staticmethod
+    def run_main(main, *argv):
+        """``(exit status, stdout)`` of a command's ``main(argv)``."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main(list(argv))
+        return rc, out.getvalue()

@@ -30,7 +30,9 @@ Errors are JSON (``{"errors": [{"status", "title", "detail",
 :class:`~nova_sched_ext.capacity.CapacityError` reports, such as an unknown
 flavor), 401 without a valid token, 403 without one of
 ``[nova_sched_ext_capacity] allowed_roles``, 503 when a backend (database,
-placement) cannot be reached.
+placement) cannot be reached, whether the count says so
+(:class:`~nova_sched_ext.capacity.errors.BackendUnavailable`) or the
+library underneath raises.
 
 A count reads every host of the scope, so reports are kept per query for
 ``refresh_interval`` seconds, and concurrent requests for the same query
@@ -325,12 +327,19 @@ class CapacityApp:
         try:
             _report, body, age = self.cache.get(query, fresh=fresh)
         except capacity.CapacityError as exc:
+            if exc.unavailable:
+                # the count's own word for a database or placement down
+                raise self._unavailable(query, exc)
             raise HTTPError(400, 'Bad Request', _one_line(exc))
         except _unavailable_errors() as exc:
-            LOG.warning('Capacity query %s: a backend is unreachable: %s',
-                        query, _one_line(exc))
-            raise HTTPError(503, 'Service Unavailable',
-                            'The capacity cannot be counted now, a backend '
-                            'is unreachable: %s' % _one_line(exc),
-                            headers={'Retry-After': '30'})
+            raise self._unavailable(query, exc)
         return self._json(body, headers={'Age': str(int(age))})
+
+    @staticmethod
+    def _unavailable(query, exc):
+        LOG.warning('Capacity query %s: a backend is unreachable: %s',
+                    query, _one_line(exc))
+        return HTTPError(503, 'Service Unavailable',
+                         'The capacity cannot be counted now, a backend is '
+                         'unreachable: %s' % _one_line(exc),
+                         headers={'Retry-After': '30'})

@@ -193,8 +193,12 @@ def _limits(host_model):
         ram_allocation_ratio=host_model.ram_allocation_ratio)
 
 
-def _count_nova(host_model, shape, limit):
-    """The count by Nova's own functions, on copies of Nova's objects."""
+def count_nova(host_model, shape, limit):
+    """The count by Nova's own functions, on copies of Nova's objects.
+
+    The way :func:`count_hosts` counts what the engine does not, and the
+    reference the benchmark and the tests compare the engine with.
+    """
     topology = host_model.numa_topology
     pci_stats = copy.deepcopy(host_model.pci_stats)
     requests = shape.pci_requests or None
@@ -254,21 +258,32 @@ def count_hosts(host_models, shapes, limits):
                          % (len(limits), len(host_models), n_shapes))
     engine_shapes = _engine_shapes(shapes)
     counted = [k for k, s in enumerate(engine_shapes) if s is not None]
+    # Neither NUMATopologyFilter nor PciPassthroughFilter has a say on
+    # these: placement decides alone.
+    placement_only = [k for k, shape in enumerate(shapes)
+                      if shape.instance_topology is None and
+                      not shape.pci_requests]
+    # HostCount is immutable: one object per count (10,000 hosts x 20
+    # flavors is 200,000 pairs, with few distinct counts)
+    made = {}
+
+    def engine_count(n):
+        result = made.get(n)
+        if result is None:
+            result = made[n] = HostCount(n)
+        return result
+
     results = [None] * len(limits)
     engine_limits = []
     for h, host in enumerate(host_models):
         base = h * n_shapes
-        for k, shape in enumerate(shapes):
-            limit = limits[base + k]
-            if limit == 0:
-                results[base + k] = HostCount(0)
-            elif shape.instance_topology is None and not shape.pci_requests:
-                # Neither NUMATopologyFilter nor PciPassthroughFilter has a
-                # say.
-                results[base + k] = HostCount(limit)
+        for k in placement_only:
+            results[base + k] = engine_count(limits[base + k])
         engine_host = _engine_host(host) if counted else None
         for k in counted:
             limit = limits[base + k]
+            if limit == 0:
+                results[base + k] = engine_count(0)
             use = (engine_host is not None and results[base + k] is None and
                    limit <= m.MAX_INSTANCES and
                    _exact_on(engine_host, engine_shapes[k][1]))
@@ -277,16 +292,21 @@ def count_hosts(host_models, shapes, limits):
         answers = fit_engine.place_counts(
             [_prepared(host) for host in host_models],
             [engine_shapes[k][0] for k in counted], engine_limits)
+        n_counted = len(counted)
         for h in range(len(host_models)):
+            base, first = h * n_shapes, h * n_counted
             for j, k in enumerate(counted):
-                i, at = h * len(counted) + j, h * n_shapes + k
+                i = first + j
                 if engine_limits[i] and answers[i] >= 0:
-                    results[at] = HostCount(answers[i])
+                    results[base + k] = engine_count(answers[i])
+    for at, result in enumerate(results):
+        if result is None and limits[at] == 0:
+            results[at] = engine_count(0)
     for at, result in enumerate(results):
         if result is None:
             h, k = divmod(at, n_shapes)
             results[at] = HostCount(
-                _count_nova(host_models[h], shapes[k], limits[at]),
+                count_nova(host_models[h], shapes[k], limits[at]),
                 fallback=True)
     return results
 

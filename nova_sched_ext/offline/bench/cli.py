@@ -28,6 +28,14 @@ the two sides are measured alternately so that a slow moment hits both.
     8 reference flavors) is printed. Figures are CPU time (the machine may
     be shared).
 
+``nova-sched-ext-bench capacity --hosts 10000 --flavors 20``
+    One full pass of the NUMA-exact capacity count (how many instances of
+    each flavor each host takes at once) in the C engine, against the same
+    counts by Nova's ``numa_fit_instance_to_host`` loop on a sample of
+    hosts, extrapolated; the ratio, the pass's wall time and the
+    disagreements with Nova (must be 0). See
+    :mod:`nova_sched_ext.offline.bench.capacity`.
+
 ``--json`` prints the figures as JSON.
 """
 
@@ -535,6 +543,16 @@ def main(argv=None):
     weigher.add_argument('--hosts', type=int, default=10000)
     weigher.add_argument('--flavors', type=int, default=8)
     weigher.add_argument('--repeats', type=int, default=5)
+    capacity = sub.add_parser(
+        'capacity', help='one full capacity pass: the C engine vs Nova\'s '
+                         'numa_fit_instance_to_host loop',
+        parents=[common])
+    capacity.add_argument('--hosts', type=int, default=10000)
+    capacity.add_argument('--flavors', type=int, default=20,
+                          help='flavors counted (at most 20)')
+    capacity.add_argument('--nova-hosts', type=int, default=50,
+                          help='hosts sampled for Nova\'s loop per repeat')
+    capacity.add_argument('--repeats', type=int, default=5)
     victims = sub.add_parser(
         'victims', help='preemption victim selection: victims chosen vs '
                         'the brute-force optimum, and decision time',
@@ -561,6 +579,9 @@ def main(argv=None):
         return bench_fit(args)
     if args.command == 'weigher':
         return bench_weigher(args)
+    if args.command == 'capacity':
+        from nova_sched_ext.offline.bench import capacity as capacity_bench
+        return capacity_bench.run(args)
     if args.command == 'victims':
         from nova_sched_ext.offline.bench import victims as victims_bench
         return victims_bench.run(args)

@@ -27,6 +27,7 @@ import webob
 
 from nova_sched_ext.capacity import api
 from nova_sched_ext.capacity import api_conf
+from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import wsgi
 from tests import base
 from tests.unit.capacity import api_fakes
@@ -163,6 +164,14 @@ class TestCapacity(APITestCase):
             "Unknown flavor 'm9.huge'")
         response = self.get('/v1/capacity?flavor=m9.huge')
         self.assert_error(response, 400, "Unknown flavor 'm9.huge'")
+
+    def test_the_counts_own_backend_error_is_503(self):
+        self.core.error = errors.BackendUnavailable(
+            'placement at http://placement:8778 is unreachable')
+        response = self.get('/v1/capacity?fresh=true')
+        self.assert_error(response, 503,
+                          'placement at http://placement:8778 is unreachable')
+        self.assertEqual('30', response.headers['Retry-After'])
 
     def test_unreachable_backends_are_503(self):
         for error in (db_exc.DBConnectionError('no route to database'),

@@ -1,7 +1,5 @@
 """``nova-sched-ext-bench weigher`` runs and reports what it claims."""
 
-import contextlib
-import io
 import json
 import math
 
@@ -19,10 +17,7 @@ def content(topology):
 class TestWeigherBench(base.TestCase):
 
     def run_bench(self, *argv):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            rc = bench.main(list(argv))
-        return rc, out.getvalue()
+        return self.run_main(bench.main, *argv)
 
     def test_json_figures(self):
         rc, out = self.run_bench('--json', 'weigher', '--hosts', '1000',
