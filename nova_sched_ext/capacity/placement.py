@@ -24,7 +24,11 @@ would let the scheduler claim on one host, one after another, as its
 ``used + amount <= (total - reserved) * allocation_ratio``,
 ``min_unit <= amount <= max_unit``, ``amount % step_size == 0``, for every
 resource class of every request group of the flavor, the group's required
-and forbidden traits, the request's root traits.  :func:`placement_only`
+and forbidden traits, the request's root traits, and the sharing providers
+(``MISC_SHARES_VIA_AGGREGATE``, such as a shared storage pool) associated
+with the host by aggregate, after the host's own providers (what the host
+draws from those is shared with other hosts: see
+:mod:`~nova_sched_ext.capacity.pools`).  :func:`placement_only`
 is the os-capacity figure: per host, the minimum over the flavor's
 resource classes of ``floor(free / requested)``, nothing else.
 """
@@ -45,6 +49,12 @@ MICROVERSION = '1.14'
 #: A safety net for the nested-tree simulation (never reached in practice:
 #: every step consumes resources).
 MAX_STEPS = 1 << 20
+
+#: The trait of a provider that shares its inventory with the providers
+#: of its aggregates.
+SHARING_TRAIT = 'MISC_SHARES_VIA_AGGREGATE'
+#: ``GET /resource_providers?required=`` is in 1.18.
+SHARING_MICROVERSION = '1.18'
 
 #: The resource classes the fragmentation figure adds up as vCPUs.
 CPU_CLASSES = ('VCPU', 'PCPU')
@@ -82,6 +92,14 @@ class Tree(typing.NamedTuple):
     """A compute node's provider tree, the root first."""
 
     providers: tuple
+    #: the sharing providers associated with the tree by aggregate, which
+    #: placement lets serve its requests too, in UUID order
+    sharing: tuple = ()
+
+    @property
+    def members(self):
+        """The providers that can serve the host: its own, then sharing."""
+        return self.providers + self.sharing
 
     @property
     def root(self):
@@ -144,7 +162,7 @@ def _traits_ok(traits, required, forbidden):
 
 def _unnumbered_traits_ok(tree, group):
     """Traits of the unnumbered group: held by the providers serving it."""
-    serving = [p for p in tree.providers
+    serving = [p for p in tree.members
                if p is tree.root or set(group.resources) & set(p.inventories)]
     traits = frozenset().union(*(p.traits for p in serving))
     if not group.required_traits <= traits:
@@ -191,7 +209,7 @@ def _single_provider_count(provider, request, usages):
 def _pick(tree, group, usages, taken):
     """Providers for one instance of ``group``: {rc: provider uuid}."""
     if group.same_provider:
-        for provider in tree.providers:
+        for provider in tree.members:
             if provider.uuid in taken:
                 continue
             if not _traits_ok(provider.traits, group.required_traits,
@@ -205,7 +223,7 @@ def _pick(tree, group, usages, taken):
         return None
     picked = {}
     for rc, amount in group.resources.items():
-        for provider in tree.providers:
+        for provider in tree.members:
             inventory = provider.inventories.get(rc)
             if inventory is not None and units(
                     inventory, usages[provider.uuid].get(rc, 0), amount):
@@ -217,22 +235,50 @@ def _pick(tree, group, usages, taken):
 
 
 def _claim_one(tree, request, usages):
-    """Claim one instance of ``request`` first-fit; False if it cannot."""
+    """Claim one instance of ``request`` first-fit.
+
+    :returns: None if it cannot, else ``{resource class: provider uuid}``
+        of what it took from each provider
+    """
     taken = set()
     trial = {uuid: dict(used) for uuid, used in usages.items()}
+    claimed = {}
     for group in request.groups:
         picked = _pick(tree, group, trial, taken)
         if picked is None:
-            return False
+            return None
         if group.same_provider and request.group_policy == 'isolate':
             taken.update(picked.values())
         for rc, uuid in picked.items():
             trial[uuid][rc] = trial[uuid].get(rc, 0) + group.resources[rc]
+            claimed.setdefault(rc, set()).add(uuid)
     usages.update(trial)
-    return True
+    return claimed
+
+
+class Claims(typing.NamedTuple):
+    """What placement lets the scheduler claim on one host."""
+
+    #: how many instances, one after another
+    instances: int
+    #: how many of them take something from a sharing provider (the last
+    #: ones: the host's own providers serve first)
+    pooled: int = 0
+    #: ``{resource class: sharing provider uuids}``: the classes those take
+    #: from sharing providers, and the pools that could give each (None:
+    #: none)
+    pools_by_class: typing.Optional[dict] = None
 
 
 def placement_limit(tree, requests, cap=None):
+    """How many instances placement lets the scheduler claim on a host.
+
+    ``placement_claims(tree, requests, cap).instances``.
+    """
+    return placement_claims(tree, requests, cap).instances
+
+
+def placement_claims(tree, requests, cap=None):
     """How many instances placement lets the scheduler claim on a host.
 
     :param tree: the host's :class:`Tree`
@@ -244,18 +290,24 @@ def placement_limit(tree, requests, cap=None):
     :param cap: stop counting there (None: no cap)
 
     A tree of one provider is counted exactly in closed form; a nested
-    tree one claim after another, each request group taking the first
-    provider of the tree that can serve it (placement offers every
-    combination; the scheduler claims the first it is given).
+    tree, or one with sharing providers, one claim after another, each
+    request group taking the first provider that can serve it, the tree's
+    own before the sharing ones (placement offers every combination; the
+    scheduler claims the first it is given).  Each sharing provider is
+    counted as if this host were the only one drawing from it.
+
+    :returns: a :class:`Claims`
     """
-    usages = {p.uuid: dict(p.usages) for p in tree.providers}
-    total = 0
+    usages = {p.uuid: dict(p.usages) for p in tree.members}
+    sharing = {p.uuid for p in tree.sharing}
+    total = pooled = 0
+    pools_by_class = {}
     for request in requests:
         if cap is not None and total >= cap:
             break
         if not request.groups or not _request_possible(tree, request):
             continue
-        if len(tree.providers) == 1:
+        if len(tree.providers) == 1 and not tree.sharing:
             provider = tree.root
             n = _single_provider_count(provider, request,
                                        usages[provider.uuid])
@@ -268,11 +320,19 @@ def placement_limit(tree, requests, cap=None):
             continue
         steps = 0
         while (cap is None or total < cap) and steps < MAX_STEPS:
-            if not _claim_one(tree, request, usages):
+            claimed = _claim_one(tree, request, usages)
+            if claimed is None:
                 break
             total += 1
             steps += 1
-    return total
+            shared = [rc for rc, uuids in claimed.items() if uuids & sharing]
+            if shared:
+                pooled += 1
+                for rc in shared:
+                    pools_by_class.setdefault(rc, tuple(
+                        p.uuid for p in tree.sharing if rc in p.inventories))
+    return Claims(instances=total, pooled=pooled,
+                  pools_by_class=pools_by_class or None)
 
 
 def placement_only(tree, request):
@@ -299,6 +359,23 @@ def free_room(tree):
                    for p in tree.providers for rc in classes
                    if rc in p.inventories)
     return free(CPU_CLASSES), free((MEMORY_CLASS,))
+
+
+def pool_allowances(trees, request):
+    """``{resource class: {pool uuid: instances}}`` of one flavor's query.
+
+    How many instances of the flavor each sharing provider of ``trees``
+    takes, by each class of the query it has, on its own.
+    """
+    pools = {p.uuid: p for tree in trees for p in tree.sharing}
+    allowances = {}
+    for rc, amount in request.merged_resources().items():
+        for uuid, pool in pools.items():
+            inventory = pool.inventories.get(rc)
+            if inventory is not None and amount > 0:
+                allowances.setdefault(rc, {})[uuid] = units(
+                    inventory, pool.usages.get(rc, 0), amount)
+    return allowances
 
 
 def has_trait(tree, trait):
@@ -344,10 +421,10 @@ class PlacementReader(object):
             raise _unreachable(exc) from None
         self._client = client
 
-    def _get(self, url):
+    def _get(self, url, version=MICROVERSION):
         """The JSON body of a GET, or None for a 404."""
         try:
-            resp = self._client.get(url, version=MICROVERSION,
+            resp = self._client.get(url, version=version,
                                     global_request_id=self._context.global_id)
         except (ks_exc.ClientException,) + _sdk_errors() as exc:
             raise _unreachable(exc) from None
@@ -399,11 +476,7 @@ class PlacementReader(object):
             if root in wanted:
                 by_root.setdefault(root, []).append(summary)
         todo = [s for group in by_root.values() for s in group]
-        if self._workers > 1 and len(todo) > 1:
-            with futures.ThreadPoolExecutor(self._workers) as pool:
-                providers = list(pool.map(self._provider, todo))
-        else:
-            providers = [self._provider(s) for s in todo]
+        providers = self._map(self._provider, todo)
         read = {s['uuid']: p for s, p in zip(todo, providers)}
         trees = {}
         for root, group in by_root.items():
@@ -414,7 +487,47 @@ class PlacementReader(object):
             members.sort(key=lambda p: (p.uuid != root, _depth(p, group),
                                         p.name or '', p.uuid))
             trees[root] = Tree(providers=tuple(members))
-        return trees
+        return self._with_sharing(trees)
+
+    def _map(self, function, items):
+        if self._workers > 1 and len(items) > 1:
+            with futures.ThreadPoolExecutor(self._workers) as pool:
+                return list(pool.map(function, items))
+        return [function(item) for item in items]
+
+    def _aggregates(self, uuid):
+        body = self._get('/resource_providers/%s/aggregates' % uuid)
+        return frozenset((body or {}).get('aggregates', ()))
+
+    def _with_sharing(self, trees):
+        """The trees with the sharing providers of their aggregates.
+
+        Nothing more is read when placement has no sharing provider.
+        """
+        listing = self._get('/resource_providers?required=%s'
+                            % SHARING_TRAIT, version=SHARING_MICROVERSION)
+        summaries = (listing or {}).get('resource_providers', [])
+        in_trees = {p.uuid for tree in trees.values() for p in tree.providers}
+        summaries = [s for s in summaries if s['uuid'] not in in_trees]
+        if not summaries or not trees:
+            return trees
+        pools = [p for p in self._map(self._provider, summaries)
+                 if p is not None]
+        pool_aggregates = dict(zip([p.uuid for p in pools],
+                                   self._map(self._aggregates,
+                                             [p.uuid for p in pools])))
+        members = sorted(in_trees)
+        member_aggregates = dict(zip(members,
+                                     self._map(self._aggregates, members)))
+        pools.sort(key=lambda p: p.uuid)
+        result = {}
+        for root, tree in trees.items():
+            aggregates = frozenset().union(*(
+                member_aggregates[p.uuid] for p in tree.providers))
+            sharing = tuple(p for p in pools
+                            if pool_aggregates[p.uuid] & aggregates)
+            result[root] = tree._replace(sharing=sharing)
+        return result
 
 
 def _depth(provider, summaries):

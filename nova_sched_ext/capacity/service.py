@@ -41,6 +41,7 @@ and 4 of flavor B takes 10 A *or* 4 B, not both.
 import collections
 import dataclasses
 import datetime
+import functools
 import typing
 
 from nova import objects
@@ -57,6 +58,7 @@ from nova_sched_ext.capacity import count
 from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import flavors as flavor_requests
 from nova_sched_ext.capacity import placement
+from nova_sched_ext.capacity import pools
 from nova_sched_ext.capacity import sources
 from nova_sched_ext.fit import adapters
 
@@ -168,6 +170,9 @@ class HostResult:
     free_vcpus: int
     free_memory_mb: int
     fallbacks: int = 0
+    #: {flavor name: pools.HostPools}: what the counts draw from sharing
+    #: providers (shared with other hosts)
+    pools: dict = dataclasses.field(default_factory=dict)
 
     @property
     def takes_nothing(self):
@@ -231,26 +236,34 @@ def _prepared(state):
 def count_one_host(host, tree, requests, checks):
     """The :class:`HostResult` of one counted host."""
     model = count.host_model(host.state, _prepared(host.state))
-    placement_only, limits = {}, []
+    placement_only, claims = {}, []
     for request in requests:
         placement_only[request.name] = (placement.placement_only(
             tree, request.queries[0]) if request.queries else 0)
         if request.invalid or not request.queries or \
                 not checks.passes(host, request):
-            limits.append(0)
+            claims.append(placement.Claims(0))
             continue
-        limits.append(placement.placement_limit(
+        claims.append(placement.placement_claims(
             tree, request.queries, cap=checks.instance_cap(host, request)))
     # every flavor of this host in one pass of the fit engine
     results = count.count_hosts([model], [_shape(r) for r in requests],
-                                limits)
-    capacity = {r.name: result.instances
-                for r, result in zip(requests, results)}
+                                [c.instances for c in claims])
+    capacity, host_pools = {}, {}
+    for request, claim, result in zip(requests, claims, results):
+        capacity[request.name] = result.instances
+        # the host's own providers serve first: the pooled instances are
+        # the last ones placement allows, some of which NUMA may refuse
+        pooled = result.instances - (claim.instances - claim.pooled)
+        if claim.pooled and pooled > 0:
+            host_pools[request.name] = pools.HostPools(
+                pooled, claim.pools_by_class)
     free_vcpus, free_memory = placement.free_room(tree)
     return HostResult(host=host, capacity=capacity,
                       placement_only=placement_only, free_vcpus=free_vcpus,
                       free_memory_mb=free_memory,
-                      fallbacks=sum(r.fallback for r in results))
+                      fallbacks=sum(r.fallback for r in results),
+                      pools=host_pools)
 
 
 # --- scopes ----------------------------------------------------------------
@@ -262,14 +275,22 @@ def _largest(flavors, capacity):
     return max(fitting, key=lambda f: (f.vcpus, f.memory_mb, f.name)).name
 
 
-def make_scope(kind, name, results, flavors):
-    """A :class:`Scope` of the counted hosts ``results``."""
-    capacity = {f.name: 0 for f in flavors}
+def make_scope(kind, name, results, flavors, allowances=None):
+    """A :class:`Scope` of the counted hosts ``results``.
+
+    :param allowances: ``{flavor name: pool allowances}`` (see
+        :func:`pools.scope_total`) when hosts draw from sharing providers
+    """
+    capacity = {}
     placement_only = {f.name: 0 for f in flavors}
     stranded_vcpus = stranded_memory = 0
+    for flavor in flavors:
+        capacity[flavor.name] = pools.scope_total(
+            [r.capacity.get(flavor.name, 0) for r in results],
+            [r.pools.get(flavor.name) for r in results],
+            (allowances or {}).get(flavor.name, {}))
     for result in results:
         for flavor in flavors:
-            capacity[flavor.name] += result.capacity.get(flavor.name, 0)
             placement_only[flavor.name] += result.placement_only.get(
                 flavor.name, 0)
         if result.takes_nothing:
@@ -289,31 +310,33 @@ def _host_scope_names(results):
             '%s:%s' % (r.host.name, r.host.nodename) for r in results]
 
 
-def scopes_by(by, results, selected, flavors, cells, aggregate=None, az=None):
+def scopes_by(by, results, selected, flavors, cells, aggregate=None, az=None,
+              allowances=None):
     """The scopes of ``by`` over the counted ``results``.
 
     ``selected`` are all the hosts of the selection, counted or not: a
     group whose hosts are all skipped still shows, with no host counted.
+    ``allowances``: see :func:`make_scope`.
     """
+    scope = functools.partial(make_scope, allowances=allowances)
     if by == 'cloud':
-        return [make_scope('cloud', CLOUD_NAME, results, flavors)]
+        return [scope('cloud', CLOUD_NAME, results, flavors)]
     if by == 'host':
-        return [make_scope('host', name, [r], flavors)
+        return [scope('host', name, [r], flavors)
                 for name, r in zip(_host_scope_names(results), results)]
     if by == 'cell':
         names = sorted({h.cell_name for h in selected} |
                        ({c.name or c.uuid for c in cells}
                         if aggregate is None and az is None else set()))
-        return [make_scope('cell', name, [r for r in results
-                                          if r.host.cell_name == name],
-                           flavors)
+        return [scope('cell', name, [r for r in results
+                                     if r.host.cell_name == name], flavors)
                 for name in names]
     if by == 'az':
         names = sorted({h.availability_zone for h in selected} |
                        ({az} if az else set()))
-        return [make_scope('az', name,
-                           [r for r in results
-                            if r.host.availability_zone == name], flavors)
+        return [scope('az', name,
+                      [r for r in results
+                       if r.host.availability_zone == name], flavors)
                 for name in names]
     # by == 'aggregate'
     if aggregate is not None:
@@ -321,10 +344,10 @@ def scopes_by(by, results, selected, flavors, cells, aggregate=None, az=None):
     else:
         seen = {a.id: a for h in selected for a in h.aggregates}
         aggregates = sorted(seen.values(), key=lambda a: (a.name, a.id))
-    return [make_scope('aggregate', agg.name,
-                       [r for r in results
-                        if any(a.id == agg.id for a in r.host.aggregates)],
-                       flavors)
+    return [scope('aggregate', agg.name,
+                  [r for r in results
+                   if any(a.id == agg.id for a in r.host.aggregates)],
+                  flavors)
             for agg in aggregates]
 
 
@@ -419,11 +442,16 @@ def compute(context, flavors=None, by='cloud', az=None, aggregate=None,
             continue
         results.append(count_one_host(host, tree, requests, checks))
 
+    allowances = None
+    if any(tree.sharing for tree in trees.values()):
+        allowances = {r.name: placement.pool_allowances(trees.values(),
+                                                        r.queries[0])
+                      for r in requests if r.queries}
     scopes = scopes_by(by, results, selected, flavor_objects, cloud.cells,
-                       aggregate=agg, az=az)
+                       aggregate=agg, az=az, allowances=allowances)
     if per_host and by != 'host':
         scopes += scopes_by('host', results, selected, flavor_objects,
-                            cloud.cells)
+                            cloud.cells, allowances=allowances)
     report = Report(
         by=by, generated_at=generated_at,
         flavors=[FlavorInfo.of(f) for f in flavor_objects], scopes=scopes,

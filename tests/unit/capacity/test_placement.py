@@ -185,6 +185,43 @@ class TestTraits(base.TestCase):
             nested, [request(SMALL, (), (), group)]))
 
 
+def pool(uuid='pool-uuid', disk=100, used=0):
+    return provider(uuid=uuid, inventories={
+        'DISK_GB': p.Inventory(total=disk)}, usages={'DISK_GB': used},
+        traits=(p.SHARING_TRAIT,))
+
+
+class TestSharingProviders(base.TestCase):
+
+    def test_a_host_without_disk_draws_it_from_its_pool(self):
+        diskless = host(disk=0)._replace(sharing=(pool(disk=35),))
+        claims = p.placement_claims(diskless, [request(SMALL)])
+        # VCPU 16 // 2 = 8, the pool's 35 // 10 = 3
+        self.assertEqual((3, 3, {'DISK_GB': ('pool-uuid',)}), claims)
+        self.assertEqual(0, p.placement_limit(host(disk=0),
+                                              [request(SMALL)]))
+
+    def test_the_hosts_own_disk_serves_first(self):
+        both = host(disk=20)._replace(sharing=(pool(disk=100, used=70),))
+        self.assertEqual((5, 3, {'DISK_GB': ('pool-uuid',)}),
+                         p.placement_claims(both, [request(SMALL)]))
+
+    def test_several_pools_in_order_and_the_cap(self):
+        diskless = host(disk=0)._replace(sharing=(
+            pool('a', disk=20), pool('b', disk=100)))
+        self.assertEqual((8, 8, {'DISK_GB': ('a', 'b')}),
+                         p.placement_claims(diskless, [request(SMALL)]))
+        self.assertEqual(4, p.placement_limit(diskless, [request(SMALL)],
+                                              cap=4))
+
+    def test_allowances(self):
+        trees = [host(disk=0)._replace(sharing=(pool('a', disk=35),)),
+                 host(disk=0)._replace(sharing=(pool('a', disk=35),
+                                                pool('b', 25, used=5)))]
+        self.assertEqual({'DISK_GB': {'a': 3, 'b': 2}},
+                         p.pool_allowances(trees, request(SMALL)))
+
+
 class TestOtherFigures(base.TestCase):
 
     def test_placement_only_is_os_capacity(self):
@@ -273,9 +310,44 @@ class TestPlacementReader(base.TestCase):
             self.assertEqual(frozenset({'T_' + ROOT}), root.traits)
             self.assertEqual(ROOT, gpu.parent_uuid)
             self.assertTrue(all(v == p.MICROVERSION
-                                for _, v in client.calls))
+                                for u, v in client.calls
+                                if 'required=' not in u))
             self.assertNotIn('/resource_providers/other/inventories',
                              [u for u, _ in client.calls])
+
+    def test_without_sharing_providers_nothing_more_is_read(self):
+        table = routes([(ROOT, ROOT, None, {'VCPU': 8})])
+        reader, client = self._reader(table)
+        self.assertEqual((), reader.trees([ROOT])[ROOT].sharing)
+        self.assertEqual(
+            [('/resource_providers?required=MISC_SHARES_VIA_AGGREGATE',
+              p.SHARING_MICROVERSION)],
+            [c for c in client.calls if 'required' in c[0]])
+        self.assertFalse([u for u, _ in client.calls if 'aggregates' in u])
+
+    def test_sharing_providers_of_the_trees_aggregates(self):
+        table = routes([(ROOT, ROOT, None, {'VCPU': 8}),
+                        ('other', 'other', None, {'VCPU': 8}),
+                        ('pool', 'pool', None, {'DISK_GB': 500}),
+                        ('far', 'far', None, {'DISK_GB': 500})])
+        table['/resource_providers?required=MISC_SHARES_VIA_AGGREGATE'] = (
+            200, {'resource_providers': [
+                {'uuid': u, 'name': u, 'root_provider_uuid': u,
+                 'parent_provider_uuid': None} for u in ('pool', 'far')]})
+        for uuid, aggregates in ((ROOT, ['agg1']), ('other', ['agg2']),
+                                 ('pool', ['agg1', 'agg3']),
+                                 ('far', ['agg9'])):
+            table['/resource_providers/%s/aggregates' % uuid] = (
+                200, {'aggregates': aggregates})
+        for workers in (1, 4):
+            reader, _ = self._reader(table, workers=workers)
+            trees = reader.trees([ROOT, 'other'])
+            self.assertEqual(['pool'],
+                             [s.uuid for s in trees[ROOT].sharing])
+            self.assertEqual(
+                p.Inventory(total=500, max_unit=500),
+                trees[ROOT].sharing[0].inventories['DISK_GB'])
+            self.assertEqual((), trees['other'].sharing)
 
     def test_a_provider_deleted_meanwhile(self):
         table = routes([(ROOT, ROOT, None, {'VCPU': 8})])

@@ -249,6 +249,32 @@ class TestCompute(ComputeTestCase):
         report = self.compute(flavors=['pin2'])
         self.assertEqual(12, report['scopes'][0]['capacity']['pin2'])
 
+    def test_a_storage_pool_is_counted_once_for_its_hosts(self):
+        # Every host draws its disk from one sharing provider with room for
+        # 7 instances of 10 GB: each host alone could take 7, the cloud 7.
+        pool = p.Provider(uuid='pool', name='pool', parent_uuid=None,
+                          inventories={'DISK_GB': p.Inventory(total=75)},
+                          usages={'DISK_GB': 5},
+                          traits=frozenset([p.SHARING_TRAIT]))
+        for host in self.hosts:
+            own = self.trees[host.uuid].root
+            inventories = dict(own.inventories)
+            del inventories['DISK_GB']
+            self.trees[host.uuid] = p.Tree(
+                providers=(own._replace(inventories=inventories),),
+                sharing=(pool,))
+        report = self.compute(flavors=['pin2', 'shared'], by='host')
+        self.assertEqual([4, 4, 4],
+                         [s['capacity']['pin2'] for s in report['scopes']])
+        cloud = self.compute(flavors=['pin2', 'shared'])['scopes'][0]
+        self.assertEqual({'pin2': 7, 'shared': 7}, cloud['capacity'])
+        # os-capacity reads the hosts' own providers only
+        self.assertEqual({'pin2': 0, 'shared': 0}, cloud['placement_only'])
+        cells = {s['name']: s['capacity']['pin2']
+                 for s in self.compute(flavors=['pin2'],
+                                       by='cell')['scopes']}
+        self.assertEqual({'cell1': 7, 'cell2': 4}, cells)
+
     def test_traits_per_flavor(self):
         gold = test_flavors.flavor('gold', vcpus=2, memory_mb=1024, **{
             'hw:cpu_policy': 'dedicated', 'trait:CUSTOM_GOLD': 'required'})
