@@ -21,13 +21,17 @@ the other until the next one does not fit.  Flavors are counted
 independently of each other: "12 slots of 64c128g and 30 of 32c128g" means
 either, not both.
 
-A host's count is cached until its topology object changes (Nova replaces
-the object on every consumption), so sampling during a replay only
-recounts the hosts that changed.
+A host's count is cached with the host's
+:func:`~nova_sched_ext.fit.hoststamp.version` and reused while
+:func:`~nova_sched_ext.fit.hoststamp.unchanged` says the host is (the
+replay's consumptions and departures move ``updated`` and the usage), so
+sampling during a replay only recounts the hosts that changed.
 """
 
 from nova import objects
 from nova.virt import hardware
+
+from nova_sched_ext.fit import hoststamp
 
 # A safety stop: no host takes more than this many instances of one flavor.
 MAX_PER_HOST = 1024
@@ -44,23 +48,22 @@ class SlotCounter(object):
         """
         self.flavors = tuple(flavors)
         self._templates = [factory.flavor(f)[1] for f in self.flavors]
-        # host name -> (numa_topology object, vcpus_used, free_ram_mb, counts)
+        # host name -> (hoststamp.Version the counts were made from, counts)
         self._cache = {}
 
     def host_slots(self, host_state):
         """A tuple: slots of each reference flavor on this host."""
         if not self.flavors:
             return ()
-        key = (host_state.numa_topology, host_state.vcpus_used,
-               host_state.free_ram_mb)
         cached = self._cache.get(host_state.host)
-        if cached is not None and cached[0] is key[0] and \
-                cached[1:3] == key[1:]:
-            return cached[3]
+        if cached is not None and hoststamp.unchanged(cached[0], host_state):
+            return cached[1]
+        # Read before counting, as the fit caches do.
+        version = hoststamp.version(host_state)
         counts = tuple(self._greedy(host_state, flavor, template)
                        for flavor, template in zip(self.flavors,
                                                    self._templates))
-        self._cache[host_state.host] = key + (counts,)
+        self._cache[host_state.host] = (version, counts)
         return counts
 
     def count(self, host_states):

@@ -1,5 +1,6 @@
 """Replays of tiny traces through Nova's handlers; outcomes known by hand."""
 
+import datetime
 from unittest import mock
 
 from nova.scheduler import filters
@@ -9,6 +10,7 @@ from nova_sched_ext.offline.sim import policies
 from nova_sched_ext.offline.sim import replay
 from nova_sched_ext.offline.sim import trace
 from tests.unit.sim import base
+from tests.unit.sim.base import GB
 from tests.unit.sim.base import host
 from tests.unit.sim.base import request
 
@@ -305,3 +307,61 @@ class TestSlots(base.SimTestCase):
                           {'request': 1, 'placed': 1, 'rejected': 0,
                            'slots': {big.name: 2, whole.name: 2}}],
                          result.samples)
+
+    def _counted(self, updated=True):
+        """A one-host simulator whose slots were counted once: (4, 4)."""
+        simulator = replay.Simulator(
+            [host('h0', '0', (16, 32), (16, 32))],
+            # Two a cell by CPUs; two a cell by RAM.
+            slot_flavors=[trace.Flavor(8, 8 * GB, 1),
+                          trace.Flavor(2, 16 * GB, 1)])
+        state = simulator.hosts[0]
+        if not updated:
+            state.updated = None
+        self.assertEqual((4, 4), simulator.slot_counter.host_slots(state))
+        return simulator, state
+
+    def _used_topology(self):
+        """h0's NUMA topology after one 8c8g instance landed in cell 0."""
+        simulator, state = self._counted()
+        simulator.schedule(request(0, 8, 8))
+        return state.numa_topology
+
+    def test_counts_follow_each_change_of_a_host(self):
+        # Whatever changes (a claim, a departure, any field of the host's
+        # stamp, its NUMA usage under a new stamp or without one), the
+        # counter must count again, not return the old (4, 4).
+        simulator, state = self._counted()
+        simulator.schedule(request(0, 8, 8))
+        self.assertEqual((3, 3), simulator.slot_counter.host_slots(state))
+        simulator.depart(cloud.stable_uuid('instance', 0))
+        self.assertEqual((4, 4), simulator.slot_counter.host_slots(state))
+
+        used = self._used_topology()
+        later = state.updated + datetime.timedelta(seconds=1)
+        for changes, counts in (
+                ({'vcpus_used': 8}, (3, 4)),
+                ({'free_ram_mb': 48 * GB}, (4, 3)),
+                ({'cpu_allocation_ratio': 2.0}, (8, 4)),
+                ({'ram_allocation_ratio': 2.0}, (4, 8)),
+                ({'updated': later, 'numa_topology': used}, (3, 3))):
+            simulator, state = self._counted()
+            for name, value in changes.items():
+                setattr(state, name, value)
+            self.assertEqual(counts,
+                             simulator.slot_counter.host_slots(state),
+                             changes)
+
+        # A host without a stamp: its topology object tells.
+        simulator, state = self._counted(updated=False)
+        state.numa_topology = used
+        self.assertEqual((3, 3), simulator.slot_counter.host_slots(state))
+
+    def test_an_unchanged_host_is_not_counted_again(self):
+        # Nova's refresh: new, equal objects under the same stamp.
+        simulator, state = self._counted()
+        state.numa_topology = state.numa_topology.obj_clone()
+        counter = simulator.slot_counter
+        with mock.patch.object(counter, '_greedy',
+                               side_effect=AssertionError('counted again')):
+            self.assertEqual((4, 4), counter.host_slots(state))
