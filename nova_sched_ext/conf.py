@@ -153,20 +153,26 @@ deployment_set_opts = [
     cfg.StrOpt(
         'deployment_set_lock_url',
         secret=True,
-        help='tooz coordination backend URL for the per-set lock that the '
-             'nova-sched-ext-scheduler service holds while it places '
-             'members of a deployment set, e.g. redis://host:6379, '
-             'memcached://host:11211 or etcd3+http://host:2379. Several '
-             'scheduler processes on several hosts must share one such '
-             'backend. Unset means a file lock under '
-             'deployment_set_lock_dir, which only serialises the '
-             'schedulers of one host.'),
+        help='tooz coordination backend URL that all nova-sched-ext-scheduler '
+             'processes share: the per-set lock held while members of a '
+             'deployment set are placed, and, with the preemption driver, '
+             'the lock around the count-and-claim of preemptible requests '
+             'under a cap and the records of evictions in progress. '
+             'redis://host:6379 is the tested backend for several hosts; '
+             'tooz and redis client options go in the query string, e.g. '
+             'redis://host:6379?socket_timeout=5&socket_connect_timeout=1 '
+             '(see the coordination page of the documentation). Other tooz '
+             'backends (etcd3+http://host:2379, zookeeper://, '
+             'memcached://) hold the deployment-set lock only: the '
+             'preemption driver needs redis or the file backend. Unset '
+             'means file locks and records under deployment_set_lock_dir, '
+             'which only coordinate the schedulers of one host.'),
     cfg.StrOpt(
         'deployment_set_lock_dir',
         default='$state_path/nova_sched_ext/deployment_set_locks',
-        help='Directory of the file locks used when deployment_set_lock_url '
-             'is unset. All scheduler processes of the host must see the '
-             'same directory.'),
+        help='Directory of the file locks and records used when '
+             'deployment_set_lock_url is unset. All scheduler processes of '
+             'the host must see the same directory.'),
     cfg.IntOpt(
         'deployment_set_lock_timeout',
         default=60, min=1,

@@ -20,15 +20,18 @@ Holding a lock per set from before the filters run until the claims are
 made (``SchedulerManager.select_destinations``) orders such requests: the
 second one filters after the first one's claims are in placement.
 
-How: :class:`SetLocks` combines a lock inside the process (the scheduler's
-worker threads) with a `tooz <https://docs.openstack.org/tooz/>`_ lock
-across processes, on the backend of ``[nova_sched_ext]
-deployment_set_lock_url`` (redis, memcached, etcd3, zookeeper...; shared by
-all schedulers) or, if that is unset, file locks in ``[nova_sched_ext]
-deployment_set_lock_dir`` (only the scheduler processes of one host).  A
-request that cannot get the lock within ``deployment_set_lock_timeout``
-seconds, or whose backend is down, fails with NoValidHost: placing it
-without the lock could break the set.
+How: :class:`SetLocks` takes the set's lock on the scheduler's
+coordination backend (:mod:`nova_sched_ext.coordination`): a lock inside
+the process (the scheduler's worker threads) and a `tooz
+<https://docs.openstack.org/tooz/>`_ lock across processes, on the backend
+of ``[nova_sched_ext] deployment_set_lock_url`` (redis for several hosts;
+shared by all schedulers) or, if that is unset, file locks in
+``[nova_sched_ext] deployment_set_lock_dir`` (only the scheduler processes
+of one host).  A request that cannot get the lock within
+``deployment_set_lock_timeout`` seconds, or whose backend is down, fails
+with NoValidHost: placing it without the lock could break the set.  An
+outage of the backend is logged once (and its end once), not per request;
+requests without a set never touch the backend.
 
 :class:`DeploymentSetLock` is the request wrapper ``deployment_set_lock``
 (``[nova_sched_ext] request_wrappers``, the default) that
@@ -41,18 +44,14 @@ after a failure without asking the scheduler, so without the filter and
 without the lock.
 """
 
-import os
-import threading
 import time
-import uuid
 
 from nova import exception
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
-from oslo_utils import encodeutils
-from tooz import coordination
 
 from nova_sched_ext import conf
+from nova_sched_ext import coordination
 from nova_sched_ext.deployment_set import members
 from nova_sched_ext.deployment_set import planning
 from nova_sched_ext import wrappers
@@ -63,137 +62,44 @@ CONF = conf.CONF
 FILTER_NAME = 'DeploymentSetFilter'
 LOCK_PREFIX = 'nova-sched-ext-deployment-set-'
 
-
-class LockUnavailable(Exception):
-    """The lock of a set could not be taken; the message says why."""
-
-
-def backend_url():
-    """The tooz URL the locks use: the option, else the file backend."""
-    opts = CONF.nova_sched_ext
-    if opts.deployment_set_lock_url:
-        return opts.deployment_set_lock_url
-    return 'file://%s' % os.path.abspath(opts.deployment_set_lock_dir)
+LockUnavailable = coordination.LockUnavailable
+backend_url = coordination.backend_url
+_safe_url = coordination.safe_url
 
 
 class SetLocks(object):
     """Locks by deployment set, within and across processes.
 
-    Thread-safe.  The tooz coordinator is started on first use in each
-    process: ``nova-scheduler`` forks its workers after the manager is
-    built, and a coordinator must not cross a fork.
+    Thread-safe.
+
+    :param url: a tooz URL (None: the options, read at each use)
+    :param backend: the :class:`~nova_sched_ext.coordination.Backend` to
+        lock on, shared with the manager's other wrappers (``url`` is then
+        ignored)
     """
 
-    def __init__(self, url=None):
-        self._url = url
-        self._guard = threading.Lock()
-        self._pid = None
-        self._coordinator = None
-        # name -> [threading.Lock, users]
-        self._local = {}
+    def __init__(self, url=None, backend=None):
+        self.backend = backend or coordination.Backend(url)
 
     @property
     def url(self):
-        return self._url or backend_url()
-
-    def _reset_after_fork(self):
-        if self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._coordinator = None
-            self._local = {}
-
-    def _get_coordinator(self):
-        # Called with self._guard held.
-        if self._coordinator is None:
-            member_id = '%s-%d-%s' % (CONF.host, os.getpid(),
-                                      uuid.uuid4().hex[:8])
-            coordinator = coordination.get_coordinator(
-                self.url, encodeutils.safe_encode(member_id))
-            coordinator.start(start_heart=True)
-            self._coordinator = coordinator
-        return self._coordinator
-
-    def _local_lock(self, name):
-        with self._guard:
-            self._reset_after_fork()
-            entry = self._local.setdefault(name, [threading.Lock(), 0])
-            entry[1] += 1
-            return entry[0]
-
-    def _drop_local(self, name):
-        with self._guard:
-            entry = self._local.get(name)
-            if entry is not None:
-                entry[1] -= 1
-                if entry[1] <= 0:
-                    del self._local[name]
+        return self.backend.url
 
     def acquire(self, group_uuid, timeout):
         """Take the lock of a set; returns what :meth:`release` needs.
 
-        :raises LockUnavailable: on timeout or if the backend fails.
+        :raises coordination.LockTimeout: another request held it for
+            ``timeout`` seconds
+        :raises coordination.BackendUnavailable: the backend is down
         """
-        name = LOCK_PREFIX + group_uuid
-        deadline = time.monotonic() + timeout
-        local = self._local_lock(name)
-        if not local.acquire(timeout=timeout):
-            self._drop_local(name)
-            raise LockUnavailable(
-                'another request of this scheduler process held the lock '
-                'of deployment set %s for more than %s s'
-                % (group_uuid, timeout))
-        try:
-            with self._guard:
-                coordinator = self._get_coordinator()
-            lock = coordinator.get_lock(encodeutils.safe_encode(name))
-            left = max(0.0, deadline - time.monotonic())
-            if not lock.acquire(blocking=left or False):
-                raise LockUnavailable(
-                    'another scheduler held the lock of deployment set %s '
-                    'on %s for more than %s s'
-                    % (group_uuid, _safe_url(self.url), timeout))
-        except LockUnavailable:
-            local.release()
-            self._drop_local(name)
-            raise
-        except Exception as exc:
-            local.release()
-            self._drop_local(name)
-            LOG.exception('The deployment set lock backend %s failed.',
-                          _safe_url(self.url))
-            raise LockUnavailable('the lock backend %s failed: %s'
-                                  % (_safe_url(self.url), exc))
-        return name, local, lock
+        return self.backend.acquire([LOCK_PREFIX + group_uuid], timeout,
+                                    'of deployment set %s' % group_uuid)
 
     def release(self, held):
-        name, local, lock = held
-        try:
-            if not lock.release():
-                LOG.warning('The lock %s was no longer held when it was '
-                            'released: its backend may have expired it.',
-                            name)
-        except Exception:
-            LOG.exception('Could not release the lock %s.', name)
-        finally:
-            local.release()
-            self._drop_local(name)
+        self.backend.release(held)
 
     def stop(self):
-        with self._guard:
-            if self._coordinator is not None and self._pid == os.getpid():
-                try:
-                    self._coordinator.stop()
-                except Exception:
-                    LOG.exception('Could not stop the tooz coordinator.')
-            self._coordinator = None
-
-
-def _safe_url(url):
-    """The backend URL without credentials, for log lines."""
-    scheme, sep, rest = url.partition('://')
-    if '@' in rest:
-        rest = rest.split('@', 1)[1]
-    return scheme + sep + rest
+        self.backend.stop()
 
 
 def deployment_set_group(spec_obj):
@@ -218,7 +124,8 @@ class DeploymentSetLock(wrappers.RequestWrapper):
 
     def __init__(self, manager, locks=None):
         super().__init__(manager)
-        self.locks = locks or SetLocks()
+        self.locks = locks or SetLocks(
+            backend=coordination.for_manager(manager))
 
     def _filter_enabled(self):
         host_manager = getattr(self.manager, 'host_manager', None)
@@ -236,12 +143,22 @@ class DeploymentSetLock(wrappers.RequestWrapper):
         started = time.monotonic()
         try:
             held = self.locks.acquire(group_uuid, timeout)
+        except coordination.BackendUnavailable as exc:
+            # The backend logged its outage once; this is one request.
+            LOG.debug('Not scheduling instance(s) %(uuids)s of deployment '
+                      'set %(group)s: %(why)s.',
+                      {'uuids': _request_uuids(spec_obj, instance_uuids),
+                       'group': group_uuid, 'why': exc})
+            raise exception.NoValidHost(
+                reason='The lock of the server group could not be taken: '
+                       'the scheduler\'s coordination backend is '
+                       'unreachable, and members of a deployment set are '
+                       'never placed without it.')
         except LockUnavailable as exc:
             LOG.error('Not scheduling instance(s) %(uuids)s of deployment '
                       'set %(group)s: %(why)s.',
-                      {'uuids': ', '.join(instance_uuids or ()) or
-                       spec_obj.instance_uuid, 'group': group_uuid,
-                       'why': exc})
+                      {'uuids': _request_uuids(spec_obj, instance_uuids),
+                       'group': group_uuid, 'why': exc})
             raise exception.NoValidHost(
                 reason='The lock of the server group could not be taken.')
         LOG.debug('Took the lock of deployment set %(group)s in %(ms).1f '
@@ -270,3 +187,7 @@ class DeploymentSetLock(wrappers.RequestWrapper):
 
     def stop(self):
         self.locks.stop()
+
+
+def _request_uuids(spec_obj, instance_uuids):
+    return ', '.join(instance_uuids or ()) or spec_obj.instance_uuid

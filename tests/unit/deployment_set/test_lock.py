@@ -10,8 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The per-set lock: threads, processes, timeouts, the request wrapper."""
+"""The per-set lock: threads, processes, timeouts, the request wrapper.
 
+On the file backend (the default), and on a private ``redis-server``
+(:mod:`tests.redis_server`): two schedulers exclude each other, and an
+outage of redis refuses set requests only, logged once.
+"""
+
+import logging
 import os
 import subprocess
 import sys
@@ -28,9 +34,11 @@ from oslo_utils.fixture import uuidsentinel as uuids
 from testtools import content
 
 from nova_sched_ext import conf
+from nova_sched_ext import coordination
 from nova_sched_ext.deployment_set import lock
 from nova_sched_ext.deployment_set import members
 from tests import base
+from tests import redis_server
 
 objects.register_all()
 
@@ -48,6 +56,48 @@ class LockTestCase(base.TestCase):
                          deployment_set_lock_dir=self.dir)
         self.locks = lock.SetLocks()
         self.addCleanup(self.locks.stop)
+
+    def check_other_process_holds_the_lock(self, url):
+        """A child process holds SET_A's lock; this one waits for it."""
+        script = textwrap.dedent('''
+            import sys, time
+            from oslo_config import cfg
+            from nova_sched_ext import conf
+            from nova_sched_ext.deployment_set import lock
+            conf.CONF([], project='nova')
+            conf.CONF.set_override('deployment_set_lock_dir', sys.argv[1],
+                                   group='nova_sched_ext')
+            locks = lock.SetLocks(url=sys.argv[4] or None)
+            held = locks.acquire(sys.argv[2], timeout=5)
+            print('held', flush=True)
+            time.sleep(float(sys.argv[3]))
+            locks.release(held)
+            print('released', flush=True)
+        ''')
+        child = subprocess.Popen(
+            [sys.executable, '-c', script, self.dir, SET_A, '1.5',
+             url or ''],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def finish():
+            # The child's stderr (import-time warnings, or why it failed)
+            # belongs to the test's details, not to the console.
+            err = child.communicate()[1]
+            self.addDetail('child stderr', content.text_content(err))
+        self.addCleanup(finish)
+        self.assertEqual('held', child.stdout.readline().strip())
+        exc = self.assertRaises(lock.LockUnavailable, self.locks.acquire,
+                                SET_A, 0.3)
+        self.assertIn('another scheduler held the lock', str(exc))
+        # Another set is free meanwhile.
+        self.locks.release(self.locks.acquire(SET_B, timeout=0.3))
+        # Once the child lets go, the lock is ours.
+        started = time.monotonic()
+        held = self.locks.acquire(SET_A, timeout=10)
+        waited = time.monotonic() - started
+        self.locks.release(held)
+        self.assertEqual('released', child.stdout.readline().strip())
+        self.assertGreater(waited, 0.2)
 
 
 class TestSetLocks(LockTestCase):
@@ -118,55 +168,20 @@ class TestSetLocks(LockTestCase):
                       errors[0])
         # Released and forgotten: the next one gets it at once.
         self.locks.release(self.locks.acquire(SET_A, timeout=0.1))
-        self.assertEqual({}, self.locks._local)
+        self.assertEqual({}, self.locks.backend._local)
 
     def test_other_process_holds_the_lock(self):
-        script = textwrap.dedent('''
-            import sys, time
-            from oslo_config import cfg
-            from nova_sched_ext import conf
-            from nova_sched_ext.deployment_set import lock
-            conf.CONF([], project='nova')
-            conf.CONF.set_override('deployment_set_lock_dir', sys.argv[1],
-                                   group='nova_sched_ext')
-            locks = lock.SetLocks()
-            held = locks.acquire(sys.argv[2], timeout=5)
-            print('held', flush=True)
-            time.sleep(float(sys.argv[3]))
-            locks.release(held)
-            print('released', flush=True)
-        ''')
-        child = subprocess.Popen(
-            [sys.executable, '-c', script, self.dir, SET_A, '1.5'],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-        def finish():
-            # The child's stderr (import-time warnings, or why it failed)
-            # belongs to the test's details, not to the console.
-            err = child.communicate()[1]
-            self.addDetail('child stderr', content.text_content(err))
-        self.addCleanup(finish)
-        self.assertEqual('held', child.stdout.readline().strip())
-        exc = self.assertRaises(lock.LockUnavailable, self.locks.acquire,
-                                SET_A, 0.3)
-        self.assertIn('another scheduler held the lock', str(exc))
-        # Another set is free meanwhile.
-        self.locks.release(self.locks.acquire(SET_B, timeout=0.3))
-        # Once the child lets go, the lock is ours.
-        started = time.monotonic()
-        held = self.locks.acquire(SET_A, timeout=10)
-        waited = time.monotonic() - started
-        self.locks.release(held)
-        self.assertEqual('released', child.stdout.readline().strip())
-        self.assertGreater(waited, 0.2)
+        self.check_other_process_holds_the_lock(None)
 
     def test_backend_failure(self):
         locks = lock.SetLocks(url='no-such-driver://x')
         exc = self.assertRaises(lock.LockUnavailable, locks.acquire, SET_A,
                                 1)
-        self.assertIn('the lock backend no-such-driver://x failed', str(exc))
+        self.assertIsInstance(exc, coordination.BackendUnavailable)
+        self.assertIn('the coordination backend no-such-driver://x is '
+                      'unreachable', str(exc))
         # The thread lock was let go too.
-        self.assertEqual({}, locks._local)
+        self.assertEqual({}, locks.backend._local)
 
     def test_credentials_stay_out_of_messages(self):
         self.assertEqual('redis://h:6379',
@@ -174,10 +189,10 @@ class TestSetLocks(LockTestCase):
 
     def test_coordinator_is_made_again_after_a_fork(self):
         self.locks.release(self.locks.acquire(SET_A, timeout=1))
-        first = self.locks._coordinator
+        first = self.locks.backend._coordinator
         with mock.patch.object(os, 'getpid', return_value=-1):
             self.locks.release(self.locks.acquire(SET_A, timeout=1))
-            self.assertIsNot(first, self.locks._coordinator)
+            self.assertIsNot(first, self.locks.backend._coordinator)
         first.stop()
 
 
@@ -314,3 +329,156 @@ class TestDeploymentSetLock(LockTestCase):
 
         self.assertEqual(legacy, self.wrapper(call_next, 'ctxt', spec(),
                                               [uuids.u1]))
+
+
+class RedisLockTestCase(LockTestCase):
+    """The lock on a private redis-server, as several schedulers share it."""
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.useFixture(redis_server.RedisServer())
+        self.conf.config(group='nova_sched_ext',
+                         deployment_set_lock_url=self.redis.url)
+
+    def scheduler_locks(self):
+        """The locks of one more scheduler: its own backend connection."""
+        locks = lock.SetLocks()
+        self.addCleanup(locks.stop)
+        return locks
+
+
+class TestRedisSetLocks(RedisLockTestCase):
+
+    def test_two_schedulers_in_threads_exclude_each_other(self):
+        # Two backends, two tooz coordinators, nothing shared in-process
+        # but the test: only redis keeps their holders apart.
+        schedulers = [self.scheduler_locks(), self.scheduler_locks()]
+        spans = []
+        barrier = threading.Barrier(6)
+
+        def run(locks, group):
+            barrier.wait()
+            for _ in range(3):
+                held = locks.acquire(group, timeout=20)
+                start = time.monotonic()
+                time.sleep(0.05)
+                spans.append((group, start, time.monotonic()))
+                locks.release(held)
+
+        threads = [threading.Thread(target=run, args=(
+            schedulers[n % 2], SET_A if n < 4 else SET_B))
+            for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        on_a = [(a, b) for group, a, b in spans if group == SET_A]
+        self.assertEqual(12, len(on_a))
+        self.assertFalse(TestSetLocks.overlaps(on_a), on_a)
+        # Another set is not held up by SET_A's holders.
+        on_b = [(a, b) for group, a, b in spans if group == SET_B]
+        self.assertTrue(TestSetLocks.overlaps(sorted(on_a + on_b)))
+
+    def test_another_process_holds_the_lock(self):
+        self.check_other_process_holds_the_lock(self.redis.url)
+
+    def test_a_lock_of_a_dead_scheduler_runs_out(self):
+        # A scheduler that dies holding a lock stops renewing it: redis
+        # expires it after the URL's lock_timeout, not never.
+        url = self.redis.url + '&lock_timeout=1'
+        dead = lock.SetLocks(url=url)
+        dead.acquire(SET_A, timeout=1)
+        dead.backend._heart_generation += 1  # its heart stops, as in death
+        other = lock.SetLocks(url=url)
+        self.addCleanup(other.stop)
+        started = time.monotonic()
+        other.release(other.acquire(SET_A, timeout=10))
+        self.assertLess(time.monotonic() - started, 5)
+
+
+class TestRedisOutage(RedisLockTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.manager = mock.Mock()
+        self.manager.host_manager.enabled_filters = [FakeFilter()]
+        self.wrapper = lock.DeploymentSetLock(self.manager)
+        self.addCleanup(self.wrapper.stop)
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_sched_ext', level=logging.INFO))
+        self.placed = []
+
+    def call_next(self, context, spec_obj, instance_uuids):
+        self.placed.append(instance_uuids[0])
+        return [['h1']]
+
+    def boot(self, in_set=True):
+        uuid = getattr(uuids, 'boot%d' % len(self.placed))
+        return self.wrapper(self.call_next, 'ctxt', spec(group=in_set),
+                            [uuid])
+
+    def outage_lines(self):
+        return [line for line in self.log.output.splitlines()
+                if 'coordination backend' in line and 'failed (' in line]
+
+    def recovery_lines(self):
+        return [line for line in self.log.output.splitlines()
+                if 'answers again, after' in line]
+
+    def test_set_requests_fail_closed_others_go_on_logged_once(self):
+        self.assertEqual([['h1']], self.boot())
+        self.redis.stop()
+
+        refused = []
+        for _ in range(5):
+            exc = self.assertRaises(exception.NoValidHost, self.boot)
+            refused.append(str(exc))
+            # Requests without a set do not need the backend.
+            self.assertEqual([['h1']], self.boot(in_set=False))
+        self.assertEqual(6, len(self.placed))
+        self.assertIn('coordination backend is unreachable, and members '
+                      'of a deployment set are never placed without it',
+                      refused[0])
+        self.assertEqual(1, len(self.outage_lines()), self.log.output)
+        self.assertNotIn(self.redis.url.split('?')[0] + '?',
+                         self.log.output)
+
+        self.redis.start()
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                self.boot()
+                break
+            except exception.NoValidHost:
+                self.assertLess(time.monotonic(), deadline,
+                                'still refused after redis came back')
+                time.sleep(0.1)
+        self.assertEqual(1, len(self.outage_lines()), self.log.output)
+        self.assertEqual(1, len(self.recovery_lines()), self.log.output)
+        # Locked again for real: another scheduler finds the set held.
+        inside = []
+
+        def call_next(context, spec_obj, instance_uuids):
+            other = self.scheduler_locks()
+            self.assertRaises(coordination.LockTimeout, other.acquire,
+                              SET_A, 0.2)
+            inside.append(True)
+            return [['h1']]
+
+        self.wrapper(call_next, 'ctxt', spec(), [uuids.last])
+        self.assertEqual([True], inside)
+
+    def test_a_second_outage_is_logged_again(self):
+        self.boot()
+        for _ in range(2):
+            self.redis.stop()
+            self.assertRaises(exception.NoValidHost, self.boot)
+            self.assertRaises(exception.NoValidHost, self.boot)
+            self.redis.start()
+            deadline = time.monotonic() + 15
+            while self.wrapper.locks.backend.down:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.1)
+            self.boot()
+        self.assertEqual(2, len(self.outage_lines()), self.log.output)
+        self.assertEqual(2, len(self.recovery_lines()), self.log.output)

@@ -1,0 +1,176 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The coordination backend's records and leases, on files and on redis.
+
+The same cases run on both record stores: the file one (the default
+backend) and a private ``redis-server``.  Each :class:`Backend` stands
+for one scheduler process.
+"""
+
+import threading
+import time
+
+import fixtures
+from oslo_config import fixture as config_fixture
+
+from nova_sched_ext import conf
+from nova_sched_ext import coordination
+from tests import base
+from tests import redis_server
+
+KIND = 'things'
+
+
+class RecordsTests(object):
+    """Cases every record store passes; mixed into a backend's test case."""
+
+    def backend(self):
+        """One more scheduler process's backend."""
+        backend = coordination.Backend(self.url)
+        self.addCleanup(backend.stop)
+        return backend
+
+    def test_put_once_then_read_with_its_holder(self):
+        first = self.backend()
+        self.assertTrue(first.put(KIND, 'k1', {'a': 1}, 30))
+        self.assertFalse(self.backend().put(KIND, 'k1', {'a': 2}, 30))
+        self.assertEqual([('k1', {'a': 1}, first.owner)],
+                         self.backend().items(KIND))
+        self.assertTrue(first.put(KIND, 'k1', {'a': 3}, 30, replace=True))
+        self.assertEqual([('k1', {'a': 3}, first.owner)], first.items(KIND))
+
+    def test_only_the_holder_updates_and_deletes(self):
+        owner, other = self.backend(), self.backend()
+        owner.put(KIND, 'k1', {'a': 1}, 30)
+        self.assertFalse(other.update(KIND, 'k1', {'a': 2}, 30))
+        self.assertFalse(other.delete(KIND, 'k1'))
+        self.assertTrue(owner.update(KIND, 'k1', {'a': 3}, 30))
+        self.assertEqual([('k1', {'a': 3}, owner.owner)], other.items(KIND))
+        self.assertTrue(other.delete(KIND, 'k1', owned=False))
+        self.assertEqual([], owner.items(KIND))
+        self.assertFalse(owner.update(KIND, 'k1', {'a': 4}, 30))
+
+    def test_a_lease_runs_out_unless_kept_alive(self):
+        owner = self.backend()
+        owner.put(KIND, 'kept', {}, 0.6, keep_alive=True)
+        owner.put(KIND, 'left', {}, 0.6)
+        time.sleep(1.5)
+        holders = {key: holder for key, _record, holder in
+                   self.backend().items(KIND)}
+        self.assertEqual({'kept': owner.owner, 'left': None}, holders)
+        # Nobody took it over: still the owner's to finish.
+        self.assertTrue(owner.update(KIND, 'left', {'done': True}, 30))
+
+    def test_one_of_many_takes_over_a_dead_holders_record(self):
+        dead = self.backend()
+        dead.put(KIND, 'k1', {'a': 1}, 0.3)
+        time.sleep(0.6)
+        schedulers = [self.backend() for _ in range(4)]
+        self.assertFalse(schedulers[0].take_over(KIND, 'nothing', 30))
+        won = []
+        barrier = threading.Barrier(len(schedulers))
+
+        def take(backend):
+            barrier.wait()
+            if backend.take_over(KIND, 'k1', 30):
+                won.append(backend)
+
+        threads = [threading.Thread(target=take, args=(s,))
+                   for s in schedulers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(1, len(won))
+        # The dead one, back from the dead, holds nothing any more.
+        self.assertFalse(dead.update(KIND, 'k1', {'a': 2}, 30))
+        self.assertFalse(dead.delete(KIND, 'k1'))
+        self.assertTrue(won[0].update(KIND, 'k1', {'a': 3}, 30))
+        self.assertTrue(won[0].delete(KIND, 'k1'))
+        self.assertEqual([], dead.items(KIND))
+
+    def test_a_live_holders_record_cannot_be_taken_over(self):
+        owner = self.backend()
+        owner.put(KIND, 'k1', {}, 0.6, keep_alive=True)
+        time.sleep(1.2)
+        self.assertFalse(self.backend().take_over(KIND, 'k1', 30))
+        owner.drop_lease(KIND, 'k1')
+        time.sleep(1.0)
+        self.assertTrue(self.backend().take_over(KIND, 'k1', 30))
+
+    def test_bad_names_are_refused(self):
+        self.assertRaises(ValueError, self.backend().put, KIND, '../x', {},
+                          1)
+
+
+class TestFileRecords(RecordsTests, base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(conf.CONF))
+        path = self.useFixture(fixtures.TempDir()).path
+        self.url = 'file://%s' % path
+
+    def test_the_default_backend_has_records(self):
+        self.conf.config(group='nova_sched_ext',
+                         deployment_set_lock_url=None)
+        self.assertTrue(coordination.has_records(coordination.backend_url()))
+
+
+class TestRedisRecords(RecordsTests, base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.useFixture(redis_server.RedisServer())
+        self.url = self.redis.url
+
+    def test_a_dead_redis_is_found_at_once(self):
+        # tooz tries each operation 15 times; with the redis client's
+        # default retries and backoff the first request after redis died
+        # would wait close to a minute.
+        backend = self.backend()
+        backend.release(backend.acquire(['a'], 1, 'of a'))
+        backend.put(KIND, 'k1', {}, 30)
+        self.redis.stop()
+        for use in (lambda: backend.acquire(['a'], 1, 'of a'),
+                    lambda: self.backend().items(KIND),
+                    lambda: self.backend().acquire(['a'], 1, 'of a')):
+            started = time.monotonic()
+            self.assertRaises(coordination.BackendUnavailable, use)
+            self.assertLess(time.monotonic() - started, 3)
+        self.assertTrue(backend.down)
+
+
+class TestBackendChoice(base.TestCase):
+
+    def test_lock_only_backends_have_no_records(self):
+        backend = coordination.Backend('zookeeper://127.0.0.1:1')
+        self.assertFalse(coordination.has_records(backend.url))
+        exc = self.assertRaises(coordination.BackendUnsupported,
+                                backend.items, KIND)
+        self.assertIn('holds locks only', str(exc))
+
+    def test_urls_in_messages_carry_no_secret(self):
+        self.assertEqual(
+            'redis://h:6379',
+            coordination.safe_url('redis://u:secret@h:6379?password=x'))
+
+    def test_a_manager_has_one_backend(self):
+        class Manager(object):
+            pass
+
+        manager = Manager()
+        self.assertIs(coordination.for_manager(manager),
+                      coordination.for_manager(manager))
+        self.assertIsNot(coordination.for_manager(manager),
+                         coordination.for_manager(Manager()))
