@@ -41,6 +41,7 @@ from nova import servicegroup
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
+import oslo_messaging
 import sqlalchemy.exc
 
 from nova_sched_ext.capacity import errors
@@ -128,8 +129,21 @@ def database(what):
             'cannot read the %s: %s' % (what, _short(exc))) from None
 
 
+def register_transport_options(conf=CONF):
+    """Register ``[DEFAULT] transport_url`` & co. of oslo.messaging.
+
+    A cell mapping formats its transport URL with ``[DEFAULT]
+    transport_url`` when it is loaded; oslo.messaging registers the option
+    when RPC starts, and the capacity services start none
+    (``parse_args(init_rpc=False)``). Building a ``TransportURL`` registers
+    it, and connects to nothing.
+    """
+    oslo_messaging.TransportURL(conf)
+
+
 def enabled_cells(context):
     """The cells nova-scheduler schedules to, as its HostManager finds."""
+    register_transport_options()
     with database('API database (cell mappings)'):
         cells = objects.CellMappingList.get_all(context)
     return [c for c in cells if not c.is_cell0() and not c.disabled]

@@ -14,6 +14,9 @@
 """Reading the cloud: cells, services, compute nodes, aggregates, flavors."""
 
 import copy
+import subprocess
+import sys
+import textwrap
 from unittest import mock
 
 from nova import context as nova_context
@@ -180,3 +183,35 @@ class TestReadFlavors(test.NoDBTestCase):
         get_all.side_effect = db_exc.DBConnectionError('gone')
         self.assertRaises(errors.BackendUnavailable, sources.read_flavors,
                           self.context)
+
+
+class TestCellMappingsWithoutRPC(test.NoDBTestCase):
+    """The services parse nova.conf without RPC, which cell mappings need.
+
+    Run in a fresh interpreter: in the test process every RPC option is
+    registered by the test fixtures already.
+    """
+
+    CODE = textwrap.dedent('''
+        from nova import config
+        from nova import objects
+        from nova.objects import cell_mapping
+        config.parse_args(['capacity'], default_config_files=[],
+                          init_rpc=False)
+        objects.register_all()
+        try:
+            cell_mapping.CellMapping.format_mq_url('rabbit://u@mq/')
+        except Exception as exc:
+            print('before:', type(exc).__name__)
+        from nova_sched_ext.capacity import sources
+        sources.register_transport_options()
+        print('after:', cell_mapping.CellMapping.format_mq_url(
+            'rabbit://u@mq/'))
+    ''')
+
+    def test_a_cell_mapping_loads_without_rpc(self):
+        out = subprocess.run([sys.executable, '-c', self.CODE],
+                             capture_output=True, text=True, timeout=120,
+                             check=True).stdout
+        self.assertEqual('before: NoSuchOptError\nafter: rabbit://u@mq/\n',
+                         out)
