@@ -30,9 +30,16 @@ NoValidHost.  By default each scenario runs twice on the same hosts:
   NUMASlotWeigher added to ``weight_classes``; the demo shows side by side
   where the small servers went and whether the big flavor still fits.
 
-Exit status: 0 if every boot went as the scenario expects, 1 if not, 2 if
-the demo could not run.  Nova's test fixtures are used as a harness, so
-their requirements must be installed: ``pip install 'nova-sched-ext[demo]'``
+Each scenario ends with the capacity of its cloud
+(:mod:`nova_sched_ext.capacity`, what ``nova-sched-ext-capacity`` prints):
+per flavor, NUMA-exact and from placement alone, before the boots and
+after them.  The count of each request's flavor is also checked around the
+request (:mod:`~nova_sched_ext.offline.harness.capacity_check`).
+
+Exit status: 0 if every boot went as the scenario expects and the capacity
+count agreed with every boot, 1 if not, 2 if the demo could not run.
+Nova's test fixtures are used as a harness, so their requirements must be
+installed: ``pip install 'nova-sched-ext[demo]'``
 (``openstack-placement``, ``wsgi-intercept``, ``oslotest``; all are in
 ``test-requirements.txt`` too).
 """
@@ -138,6 +145,7 @@ def render(run, out):
         _render_same_scheduling(run, write)
     else:
         _render_comparison(run, write)
+    _render_capacity(run, write)
 
 
 def _conf_value(value):
@@ -366,6 +374,55 @@ def _summary(scenario, each):
     parts.append('%d of %d pinned CPUs free, at most %d on one host' % (
         sum(free.values()), total, max(free.values(), default=0)))
     return '; '.join(parts)
+
+
+def _render_capacity(run, write):
+    """The capacity of the cloud before and after the boots, and the check.
+
+    A scenario whose runs schedule alike shows its last run; one whose
+    runs differ shows each run's outcome side by side.
+    """
+    scenario = run.scenario
+    runs = [each for each in run.runs or () if each.capacity is not None]
+    if not runs:
+        return
+    if scenario.same_as_reference:
+        runs = runs[-1:]
+    counted = runs[-1].capacity
+    write('\nCapacity of the cloud, as nova-sched-ext-capacity counts it: '
+          'how many more servers of each\nflavor fit, NUMA-exact / from '
+          "placement's inventories alone (os-capacity's formula):\n")
+    headers = ['flavor', 'before']
+    for number, each in enumerate(runs, 1):
+        prefix = 'run %d ' % number if len(runs) > 1 else ''
+        headers += [prefix + 'landed', prefix + 'after']
+    rows = []
+    for name in counted.flavors:
+        row = [name, counted.before.cell(name)]
+        for each in runs:
+            results = [r for rs in each.results for r in rs
+                       if r.flavor == name]
+            row += ['%d of %d' % (sum(1 for r in results
+                                      if r.host is not None),
+                                  len(results)),
+                    each.capacity.after.cell(name)]
+        rows.append(row)
+    write('\n'.join(_table(headers, rows)) + '\n')
+    if len(runs) > 1:
+        write('(%s)\n' % '; '.join('run %d: %s' % (number, each.setup.label)
+                                   for number, each in enumerate(runs, 1)))
+    checked = [each for each in run.runs if each.capacity is not None]
+    requests = sum(len(each.capacity.checks) for each in checked)
+    wrong = run.capacity_problems()
+    if wrong:
+        write('The count disagreed with the scheduler in %d case(s):\n  %s\n'
+              % (len(wrong), '\n  '.join(wrong)))
+    else:
+        write('Checked at each of the %d requests%s: the count of the '
+              'booted flavor dropped by exactly\nthe servers that landed, '
+              'on the hosts they landed on, and showed less room than asked '
+              'for\nwhere the request got NoValidHost.\n'
+              % (requests, ' of both runs' if len(checked) == 2 else ''))
 
 
 def _choose_concurrency(threads):

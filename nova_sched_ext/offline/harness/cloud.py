@@ -52,6 +52,7 @@ from nova.tests.functional.libvirt import base as libvirt_base
 # Registers the [nova_sched_ext] options, so scenario flags can set them
 # before anything else imports the plugins.
 from nova_sched_ext import conf as ext_conf  # noqa: F401
+from nova_sched_ext.offline.harness import capacity_check
 from nova_sched_ext.offline.harness import fake_hosts
 from nova_sched_ext.offline.harness import filter_trace
 from nova_sched_ext.offline.harness import scenarios
@@ -201,6 +202,9 @@ class SetupRun:
     weighers: list
     #: after the last boot: free pinned CPUs per host, one count per cell
     free_pinned: dict
+    #: the capacity count before, during and after the boots
+    #: (``capacity_check.CapacityRun``), if the test asked for it
+    capacity: object = None
 
     def hosts_of(self, flavor_name):
         """The hosts servers of a flavor landed on, in boot order."""
@@ -231,6 +235,8 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
     WEIGHT_CLASSES = scenarios.STOCK_WEIGHT_CLASSES
     #: seconds to wait for a server to leave BUILD
     BOOT_TIMEOUT = 60
+    #: :meth:`run_setups` counts capacity around every request
+    COUNT_CAPACITY = False
 
     def setUp(self):
         self.flags(api_paste_config=find_api_paste_config(), group='wsgi')
@@ -523,7 +529,11 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
         runs = []
         for index, setup in enumerate(setups):
             self.use_setup(setup)
-            results, servers = self.run_boots(boots)
+            counted = None
+            if self.COUNT_CAPACITY:
+                counted = capacity_check.CapacityRun(
+                    [boot.flavor.name for boot in boots])
+            results, servers = self.run_boots(boots, counted)
             options = CONF.filter_scheduler
             runs.append(SetupRun(
                 setup=setup, results=results,
@@ -531,27 +541,41 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
                 weight_classes=list(options.weight_classes),
                 enabled_filters=self.loaded_filters(),
                 weighers=self.loaded_weighers(),
-                free_pinned=self.free_pinned_cpus()))
+                free_pinned=self.free_pinned_cpus(),
+                capacity=counted))
             if index < len(setups) - 1:
                 self.delete_servers(servers)
                 self.assert_hosts_idle()
         return runs
 
-    def run_boots(self, boots):
+    def run_boots(self, boots, capacity=None):
         """Boot ``boots`` (``scenarios.Boot``) in order.
 
         Every flavor is created first, as a deployer creates flavors before
         users boot them: a weigher that protects flavors by name finds them
         on its first request.
 
+        :param capacity: a ``capacity_check.CapacityRun`` to fill: the
+            cloud's capacity of its flavors before and after the boots, and
+            the count of each request's flavor checked around the request
         :returns: ``([[BootResult] per boot], [server dict])``
         """
         for boot in boots:
             self.flavor_id(boot.flavor)
+        if capacity is not None:
+            capacity.before = capacity_check.snapshot(capacity.flavors)
         results, servers = [], []
         for boot in boots:
+            if capacity is not None:
+                before = capacity_check.per_host(boot.flavor.name)
             boot_results, boot_servers = self.boot(
                 boot.server, boot.flavor, boot.count)
+            if capacity is not None:
+                capacity.checks.append(capacity_check.check_boot(
+                    boot, before, capacity_check.per_host(boot.flavor.name),
+                    boot_results))
             results.append(boot_results)
             servers.extend(boot_servers)
+        if capacity is not None:
+            capacity.after = capacity_check.snapshot(capacity.flavors)
         return results, servers

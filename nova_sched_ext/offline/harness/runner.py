@@ -62,14 +62,24 @@ class ScenarioRun:
         for boot, results in zip(self.scenario.boots, self.results):
             problems.extend(boot.check(results))
         if self.reference is None:
-            return problems
+            return problems + self.capacity_problems()
         if self.scenario.same_as_reference:
             problems.extend(cloud.compare_runs(self.reference, self.results))
-            return problems
+            return problems + self.capacity_problems()
         label = self.scenario.reference.label
         for boot, results in zip(self.scenario.boots, self.reference):
             problems.extend('%s: %s' % (label, problem)
                             for problem in boot.check(results, True))
+        return problems + self.capacity_problems()
+
+    def capacity_problems(self):
+        """Where the capacity count disagreed with a boot, per run."""
+        problems = []
+        for each in self.runs or ():
+            if each.capacity is not None:
+                problems.extend('capacity, %s: %s' % (each.setup.label,
+                                                      problem)
+                                for problem in each.capacity.problems())
         return problems
 
     @property
@@ -80,10 +90,12 @@ class ScenarioRun:
 class ScenarioCase(cloud.NUMACloudTestBase):
     """One scenario as a test case, so Nova's harness sets everything up."""
 
-    def __init__(self, scenario, run, compare=True, log_level=None):
+    def __init__(self, scenario, run, compare=True, log_level=None,
+                 count_capacity=True):
         super().__init__('test_scenario')
         self.HOSTS = scenario.hosts
         self.EXTRA_FLAGS = scenario.flags
+        self.COUNT_CAPACITY = count_capacity
         # Start as the first run needs, so nova-scheduler starts only once
         # per setup.
         self._setups = scenario.setups(compare)
@@ -184,16 +196,21 @@ class _KeepDetails(testtools.TestResult):
         self._keep(test, err, details)
 
 
-def run_scenario(scenario, compare=True, log_level=None):
+def run_scenario(scenario, compare=True, log_level=None,
+                 count_capacity=True):
     """Start Nova on the scenario's hosts, boot its servers, tear down.
 
     :param compare: also run the boots under the scenario's reference
         setup first and compare (twice the boots, same hosts).
     :param log_level: mirror Nova's log at this level to stderr, or None.
+    :param count_capacity: count the capacity of the scenario's flavors
+        before and after the boots, and check the count at every request
+        (``capacity_check``).
     :returns: a :class:`ScenarioRun`.
     """
     run = ScenarioRun(scenario)
-    case = ScenarioCase(scenario, run, compare=compare, log_level=log_level)
+    case = ScenarioCase(scenario, run, compare=compare, log_level=log_level,
+                        count_capacity=count_capacity)
     result = _KeepDetails()
     started = time.monotonic()
     case.run(result)
