@@ -71,4 +71,11 @@ NovaSchedExtGroup = [
              'numa-capacity, readable by the admin credentials: its '
              'scenario boots a server and checks that the capacity of its '
              'flavor drops by exactly one.'),
+    cfg.StrOpt(
+        'cli_dir',
+        default='/usr/local/bin',
+        help='Directory of the openstack command (python-openstackclient, '
+             'with nova-sched-ext installed next to it) that the capacity '
+             'scenario runs "openstack capacity list" with. The scenario '
+             'is skipped when the directory has no openstack command.'),
 ]

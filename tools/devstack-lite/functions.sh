@@ -93,6 +93,25 @@ function echo_summary {
     printf '%s | %s\n' "$(date +%H:%M:%S)" "$*"
 }
 
+function enable_service {
+    local service
+    for service in "$@"; do
+        if [[ ",$ENABLED_SERVICES," != *",$service,"* ]]; then
+            ENABLED_SERVICES+=",$service"
+        fi
+    done
+    ENABLED_SERVICES=${ENABLED_SERVICES#,}
+}
+
+function disable_service {
+    local service list=",$ENABLED_SERVICES,"
+    for service in "$@"; do
+        list=${list//,$service,/,}
+    done
+    list=${list#,}
+    ENABLED_SERVICES=${list%,}
+}
+
 function is_service_enabled {
     local service
     for service in "$@"; do
@@ -126,6 +145,78 @@ function setup_develop {
 function pip_uninstall {
     "$VENV/bin/python" -m pip uninstall --quiet --yes "$@" \
         >> "$LOGDIR/pip.log" 2>&1
+}
+
+# -- keystone catalog (devstack functions-common) --------------------------
+
+# get_or_create_service name type description
+function get_or_create_service {
+    "$VENV/bin/python" "$LITE_DIR/lite.py" catalog-service "$@" \
+        || die $LINENO "get_or_create_service $* failed"
+}
+
+# get_or_create_endpoint service region public_url [admin_url [internal_url]]
+function get_or_create_endpoint {
+    "$VENV/bin/python" "$LITE_DIR/lite.py" catalog-endpoint "$@" \
+        || die $LINENO "get_or_create_endpoint $* failed"
+}
+
+# -- uWSGI (devstack lib/apache) -------------------------------------------
+
+# The address each uWSGI application of this run listens on, by name.
+declare -gA LITE_UWSGI_ADDRESSES
+
+# write_uwsgi_config conf wsgi url http name
+#
+# devstack serves the application on a uWSGI socket and has Apache proxy
+# the URL path to it; with an http address, uWSGI serves HTTP there
+# itself. devstack-lite has no Apache: without an http address the file
+# makes uWSGI serve HTTP on $SERVICE_HOST, with the application mounted at
+# the URL path (SCRIPT_NAME), which is what a client sees behind devstack's
+# Apache. Without a path-routing proxy, one such application per address.
+# The "uwsgi" on devstack-lite's PATH (uwsgi.py) serves the file.
+function write_uwsgi_config {
+    local conf=$1 wsgi=$2 url=$3 http=$4 name=$5
+    local address=${http:-$SERVICE_HOST} other
+    if [[ ! "$wsgi" =~ ^[A-Za-z0-9_.]+:[A-Za-z0-9_]+$ ]]; then
+        die $LINENO "write_uwsgi_config: devstack-lite serves a WSGI" \
+            "module path (package.module:application), not '$wsgi'"
+    fi
+    for other in "${!LITE_UWSGI_ADDRESSES[@]}"; do
+        if [[ "$other" != "$name" &&
+              "${LITE_UWSGI_ADDRESSES[$other]}" == "$address" ]]; then
+            die $LINENO "write_uwsgi_config: $name and $other would both" \
+                "listen on $address (devstack-lite has no Apache to share" \
+                "it by URL path)"
+        fi
+    done
+    LITE_UWSGI_ADDRESSES[$name]=$address
+    rm -f "$conf"
+    iniset "$conf" uwsgi http-socket "$address"
+    if [[ -n "$http" || -z "$url" || "$url" == / ]]; then
+        iniset "$conf" uwsgi module "$wsgi"
+    else
+        iniset "$conf" uwsgi mount "$url=$wsgi"
+        iniset "$conf" uwsgi manage-script-name true
+    fi
+    iniset "$conf" uwsgi processes "${API_WORKERS:-1}"
+    iniset "$conf" uwsgi threads 4
+    iniset "$conf" uwsgi enable-threads true
+}
+
+# remove_uwsgi_config conf name
+function remove_uwsgi_config {
+    rm -f "$1"
+    if [[ -n "$2" ]]; then
+        unset "LITE_UWSGI_ADDRESSES[$2]"
+    fi
+}
+
+# wait_for_service timeout url: until the URL answers HTTP (status 1 if not
+# within the timeout).
+function wait_for_service {
+    "$VENV/bin/python" "$LITE_DIR/lite.py" wait-http "$2" --timeout "$1" \
+        > /dev/null
 }
 
 # -- processes (devstack functions-common run_process/stop_process) ---------

@@ -21,6 +21,12 @@
     openstack client: the ``service`` project, the ``nova`` and
     ``placement`` service users (roles admin and service), and the
     services and endpoints of compute, placement, image and network.
+``catalog-service NAME TYPE DESCRIPTION``
+    devstack's ``get_or_create_service``: the service of that type, created
+    if missing; prints its ID.
+``catalog-endpoint SERVICE REGION PUBLIC_URL [ADMIN_URL [INTERNAL_URL]]``
+    devstack's ``get_or_create_endpoint``: an endpoint per URL given, for
+    the service of that name or type; prints the public one's ID.
 ``nova-setup``
     Create the flavors tempest's ``flavor_ref`` options name, then wait
     until every fake compute is a hypervisor in Nova and a resource provider
@@ -134,6 +140,40 @@ def keystone_setup(args):
     return 0
 
 
+def catalog_service(args):
+    identity = Identity(_admin_session())
+    service = identity.ensure(
+        'services', {'name': args.name, 'type': args.type,
+                     'description': args.description, 'enabled': True},
+        type=args.type)
+    print(service['id'])
+    return 0
+
+
+def catalog_endpoint(args):
+    identity = Identity(_admin_session())
+    service = (identity._find('services', type=args.service) or
+               identity._find('services', name=args.service))
+    if service is None:
+        sys.exit('no service named or of type %r in the catalog'
+                 % args.service)
+    ids = {}
+    for interface, url in (('public', args.public_url),
+                           ('admin', args.admin_url),
+                           ('internal', args.internal_url)):
+        if not url:
+            continue
+        endpoint = identity.ensure(
+            'endpoints', {'service_id': service['id'], 'url': url,
+                          'interface': interface,
+                          'region_id': args.region},
+            service_id=service['id'], interface=interface,
+            region_id=args.region)
+        ids[interface] = endpoint['id']
+    print(ids['public'])
+    return 0
+
+
 def nova_setup(args):
     from keystoneauth1 import adapter
 
@@ -190,6 +230,16 @@ def main(argv=None):
     wait.add_argument('url')
     wait.add_argument('--timeout', type=int, default=60)
     sub.add_parser('keystone-setup')
+    service = sub.add_parser('catalog-service')
+    service.add_argument('name')
+    service.add_argument('type')
+    service.add_argument('description', nargs='?', default='')
+    endpoint = sub.add_parser('catalog-endpoint')
+    endpoint.add_argument('service')
+    endpoint.add_argument('region')
+    endpoint.add_argument('public_url')
+    endpoint.add_argument('admin_url', nargs='?', default='')
+    endpoint.add_argument('internal_url', nargs='?', default='')
     nova = sub.add_parser('nova-setup')
     nova.add_argument('--computes', type=int, required=True)
     nova.add_argument('--timeout', type=int, default=180)
@@ -197,9 +247,11 @@ def main(argv=None):
     if args.command == 'wait-http':
         wait_http(args.url, args.timeout)
         return 0
-    if args.command == 'keystone-setup':
-        return keystone_setup(args)
-    return nova_setup(args)
+    commands = {'keystone-setup': keystone_setup,
+                'catalog-service': catalog_service,
+                'catalog-endpoint': catalog_endpoint,
+                'nova-setup': nova_setup}
+    return commands[args.command](args)
 
 
 if __name__ == '__main__':

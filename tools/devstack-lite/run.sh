@@ -14,6 +14,10 @@
 #   the package's fake NUMA virt driver; a stand-in for the image and network
 #   APIs (stub_services.py); MariaDB databases nse_* and a RabbitMQ vhost of
 #   its own;
+# * the package's capacity API (nse-capacity-api), which the plugin serves
+#   with uWSGI behind Apache: here the "uwsgi" of $WORK/bin (uwsgi.py)
+#   serves the plugin's uWSGI file with gunicorn, at the URL path on a port
+#   of its own, and the plugin registers it in the keystone catalog;
 # * nova.conf written like lib/nova writes it, then by sourcing
 #   devstack/settings and running the phases of devstack/plugin.sh (install,
 #   post-config, extra, test-config, and unstack at the end) with
@@ -31,7 +35,7 @@
 #   NSE_LITE_WORK        work directory [<repo>/.tox/devstack-lite]
 #   NSE_LITE_REUSE_VENV  1: keep an existing virtualenv [0: build a new one]
 #   NSE_LITE_PYTHON      interpreter for the virtualenv [python3]
-#   NSE_LITE_PORT_BASE   first of four consecutive TCP ports [35350]
+#   NSE_LITE_PORT_BASE   first of five consecutive TCP ports [35350]
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
 #   NSE_LITE_RABBIT      RabbitMQ host:port, user guest/guest [127.0.0.1:5672]
 #   NSE_LITE_TIMEOUT     seconds for the whole run [1200]
@@ -61,6 +65,7 @@ KEYSTONE_PORT=$PORT_BASE
 PLACEMENT_PORT=$((PORT_BASE + 1))
 NOVA_API_PORT=$((PORT_BASE + 2))
 STUB_PORT=$((PORT_BASE + 3))
+CAPACITY_PORT=$((PORT_BASE + 4))
 KEYSTONE_URL=http://127.0.0.1:$KEYSTONE_PORT
 PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
 NOVA_URL=http://127.0.0.1:$NOVA_API_PORT
@@ -111,8 +116,8 @@ if [[ ${#leftover[@]} -gt 0 ]]; then
     done
 fi
 rm -rf "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/data" "$WORK/tempest" \
-    "$WORK/tempest-workspace.yaml"
-mkdir -p "$LOGDIR" "$PIDDIR" "$ETC"
+    "$WORK/tempest-workspace.yaml" "$WORK/bin"
+mkdir -p "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/bin"
 
 # -- teardown, whatever happens ---------------------------------------------
 
@@ -202,6 +207,14 @@ function teardown {
         else
             echo "plugin.sh unstack removed every nova-sched-ext setting"
         fi
+        local file
+        for file in "$NOVA_SCHED_EXT_CAPACITY_CONF" \
+                "$NOVA_SCHED_EXT_CAPACITY_UWSGI_CONF"; do
+            if [[ -e "$file" ]]; then
+                echo "plugin.sh unstack left $file"
+                [[ $status -eq 0 ]] && status=1
+            fi
+        done
     fi
     if $DATABASES_CREATED && [[ "${NSE_LITE_KEEP_DBS:-0}" != 1 ]]; then
         local statements=() db
@@ -272,17 +285,18 @@ PYTHON=${NSE_LITE_PYTHON:-python3}
 import sys
 sys.exit(sys.version_info < (3, 11))
 PY
-for port in $KEYSTONE_PORT $PLACEMENT_PORT $NOVA_API_PORT $STUB_PORT; do
+for port in $KEYSTONE_PORT $PLACEMENT_PORT $NOVA_API_PORT $STUB_PORT \
+        $CAPACITY_PORT; do
     if port_in_use "$port"; then
         die $LINENO "port $port is in use; set NSE_LITE_PORT_BASE to a" \
-            "free range of four ports"
+            "free range of five ports"
     fi
 done
 if ! port_in_use "${RABBIT##*:}"; then
     die $LINENO "RabbitMQ does not answer on $RABBIT"
 fi
 command -v setsid > /dev/null || die $LINENO "setsid (util-linux) is missing"
-echo "ports $KEYSTONE_PORT-$STUB_PORT, work directory $WORK"
+echo "ports $KEYSTONE_PORT-$CAPACITY_PORT, work directory $WORK"
 
 # -- virtualenv -------------------------------------------------------------
 
@@ -303,6 +317,13 @@ fi
 "$VENV/bin/python" -m pip list 2>/dev/null \
     | grep -Ei '^(keystone|openstack-placement|nova|tempest|gunicorn) ' \
     | tr -s ' ' | paste -sd ',' | sed 's/,/, /g'
+# The plugin starts an API as devstack does, "$(which uwsgi) --ini FILE".
+cat > "$WORK/bin/uwsgi" <<EOF
+#!/bin/sh
+exec "$VENV/bin/python" "$LITE_DIR/uwsgi.py" --gunicorn "$VENV/bin/gunicorn" "\$@"
+EOF
+chmod +x "$WORK/bin/uwsgi"
+export PATH=$WORK/bin:$PATH
 
 # -- devstack variables, localrc, lib/nova defaults, plugin settings --------
 
@@ -322,6 +343,14 @@ TEMPEST_DIR=$WORK/tempest
 TEMPEST_CONFIG=$TEMPEST_DIR/etc/tempest.conf
 # The fake computes are ${HOSTNAME}1, ${HOSTNAME}2, ... as in lib/nova.
 HOSTNAME=nse-lite-cpu
+# devstack's APIs sit behind Apache on $SERVICE_HOST at URL paths. Here only
+# the APIs the plugin serves through write_uwsgi_config do (functions.sh),
+# on a port of their own, so the address carries it.
+SERVICE_PROTOCOL=http
+SERVICE_HOST=127.0.0.1:$CAPACITY_PORT
+REGION_NAME=RegionOne
+# An API's first request imports Nova, which is slow on a loaded machine.
+SERVICE_TIMEOUT=120
 # shellcheck source=tools/devstack-lite/localrc
 source "$LITE_DIR/localrc"
 # lib/nova's filter list, which devstack/settings then extends.
@@ -574,6 +603,9 @@ iniset "$TEMPEST_CONFIG" service_available glance True
 iniset "$TEMPEST_CONFIG" service_available neutron False
 iniset "$TEMPEST_CONFIG" service_available cinder False
 iniset "$TEMPEST_CONFIG" service_available swift False
+# The OpenStackClient of the virtualenv, with the package's plugin (the
+# default is where devstack installs it).
+iniset "$TEMPEST_CONFIG" nova_sched_ext cli_dir "$VENV/bin"
 source "$REPO/devstack/plugin.sh" stack test-config
 
 step "tempest run --regex '$TEST_REGEX'"
@@ -595,6 +627,11 @@ grep -o 'NUMASlotWeigher reference flavors: .*' "$LOGDIR/n-sch.log" \
 evictions=$(grep -c 'Preemption: request .* evicts' "$LOGDIR/n-sch.log" \
     || true)
 echo "preemption driver evictions: $evictions"
+if is_service_enabled nse-capacity-api; then
+    counts=$(grep -c 'Capacity of .* flavor(s) on' \
+        "$LOGDIR/nse-capacity-api.log" || true)
+    echo "capacity API counts: $counts"
+fi
 function count {
     sed -n "s/^ - $1: *\([0-9]*\)$/\1/p" "$LOGDIR/tempest-run.log" | tail -n 1
 }

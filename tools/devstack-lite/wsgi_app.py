@@ -23,17 +23,23 @@ the worker forever::
 
     gunicorn --pythonpath tools/devstack-lite \\
         'wsgi_app:load("nova.wsgi.osapi_compute")'
+
+The name is a module, whose ``application`` is served, or
+``module:attribute`` as in a uWSGI file.
 """
 
 import importlib
 import sys
 
 
-def load(module_name):
+def load(name):
+    module_name, _, attribute = name.partition(':')
     sys.argv = sys.argv[:1]
     try:
         module = importlib.import_module(module_name)
+        # An attribute may be built on first access (a module __getattr__),
+        # which is when it reads the configuration.
+        return getattr(module, attribute or 'application')
     except SystemExit as exc:
         raise RuntimeError('%s failed to start (exit status %s)'
-                           % (module_name, exc.code)) from exc
-    return module.application
+                           % (name, exc.code)) from exc
