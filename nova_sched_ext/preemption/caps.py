@@ -24,22 +24,34 @@ with NoValidHost and one warning.
 Counting (``[nova_sched_ext] preemptible_max_per_az``,
 ``preemptible_max_per_host``): the instances of every cell whose embedded
 flavor is preemptible and that are on a host (see :mod:`.census`), plus the
-ones this scheduler process placed in the last minutes that the cells do
-not show yet (the conductor creates them after the scheduler answers).
-Requests of one scheduler process are checked one at a time; several
-scheduler processes may overshoot a cap by the requests they check at the
-same moment.
+placements of every scheduler in the last minutes that the cells do not
+show yet (the conductor creates the instances after the scheduler
+answers): each scheduler records its placements on the coordination
+backend (:mod:`nova_sched_ext.coordination`) for :data:`PENDING_TTL`
+seconds.
+
+Exact across schedulers: the count, Nova's choice and claim of the hosts,
+the check and the record of the placements happen under a lock per
+availability zone on the same backend, so two requests that could land in
+one zone never count at the same moment.  A request for a zone takes that
+zone's lock; a request for no zone takes the locks of every zone (in
+order, so two requests never wait for each other in a circle).  If Nova
+picks a host outside the locked zones (no zone filtering configured), the
+claims are dropped and the request runs again under every zone's lock.
+The lock is held only around that count-and-claim, and only by
+preemptible requests under a cap.  When the backend is down such requests
+are refused with NoValidHost: a cap is never lifted by an outage.
 """
 
 import collections
 import threading
-import time
 
 from nova import conf as nova_conf
 from nova import exception
 from nova import objects
 from oslo_log import log as logging
 
+from nova_sched_ext import coordination
 from nova_sched_ext.preemption import census
 from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 from nova_sched_ext.preemption import extra_specs
@@ -48,8 +60,20 @@ from nova_sched_ext import wrappers
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
 
-#: seconds a placement of this process counts before the cells show it
+#: seconds a placement counts before the cells show it
 PENDING_TTL = 600
+#: the record kind of the placements the cells do not show yet
+PENDING_KIND = 'preemptible-pending'
+#: the prefix of the lock of an availability zone
+LOCK_PREFIX = 'nova-sched-ext-preemptible-caps-'
+
+#: Test-only switch: False takes an in-process lock only, as before the
+#: shared lock existed, so a test can show the overshoot the lock prevents.
+_LOCK_ACROSS_SCHEDULERS = True
+
+#: what :meth:`PreemptibleCaps._count_and_claim` returns when Nova chose a
+#: host outside the zones it had locked
+_OUTSIDE_LOCKED_ZONES = object()
 
 
 class PreemptibleCaps(wrappers.RequestWrapper):
@@ -57,11 +81,9 @@ class PreemptibleCaps(wrappers.RequestWrapper):
 
     def __init__(self, manager):
         super().__init__(manager)
-        # Serialises the preemptible requests of this process and guards
-        # the placements the cells do not show yet.
-        self._lock = threading.Lock()
-        #: {instance uuid: (host, expiry)}
-        self._pending = {}
+        self.backend = coordination.for_manager(manager)
+        # Only with _LOCK_ACROSS_SCHEDULERS off.
+        self._process_lock = threading.Lock()
 
     @staticmethod
     def limits():
@@ -74,58 +96,133 @@ class PreemptibleCaps(wrappers.RequestWrapper):
                 not extra_specs.is_preemptible(spec_obj.flavor) or \
                 not census.needs_new_room(context, spec_obj, instance_uuids):
             return call_next(context, spec_obj, instance_uuids)
-        with self._lock:
+        zone = spec_obj.availability_zone \
+            if spec_obj.obj_attr_is_set('availability_zone') else None
+        # The requested zone's lock first; every zone's if Nova strays.
+        for only_zone in ([zone] if zone else []) + [None]:
+            held = self._lock(context, spec_obj, instance_uuids, only_zone)
             try:
-                counts = self._counts(context)
-                zones = census.host_availability_zones(context)
-                full, why = self._full_hosts(context, counts, zones, per_az,
-                                             per_host)
-            except Exception:
-                # A cap that cannot be checked is not lifted.
-                LOG.exception('Preemptible request %s refused: the '
-                              'preemptible instances could not be counted.',
-                              context.request_id)
-                raise exception.NoValidHost(
-                    reason='the preemptible instances could not be counted')
-            original = spec_obj.ignore_hosts \
-                if spec_obj.obj_attr_is_set('ignore_hosts') else None
-            if full:
-                spec_obj.ignore_hosts = sorted(set(original or ()) | full)
-            try:
-                selections = call_next(context, spec_obj, instance_uuids)
-            except exception.NoValidHost:
-                if why:
-                    self._refuse(context, spec_obj, instance_uuids,
-                                 'no room outside the hosts at a cap (%s)'
-                                 % why)
-                raise
+                selections = self._count_and_claim(
+                    call_next, context, spec_obj, instance_uuids, per_az,
+                    per_host, held['zones'])
             finally:
-                spec_obj.ignore_hosts = original
-            chosen = [per_instance[0].service_host
-                      for per_instance in selections]
-            over = self._over(counts, zones, chosen, per_az, per_host)
-            if over:
-                self._release(context, instance_uuids)
-                self._refuse(context, spec_obj, instance_uuids, over)
-                raise exception.NoValidHost(
-                    reason='the cap on preemptible instances is reached '
-                           '(%s)' % over)
-            expiry = time.monotonic() + PENDING_TTL
+                self._unlock(held)
+            if selections is not _OUTSIDE_LOCKED_ZONES:
+                return selections
+        raise exception.NoValidHost(
+            reason='the chosen hosts are in no availability zone')
+
+    # --- the lock -------------------------------------------------------
+
+    def _lock(self, context, spec_obj, instance_uuids, zone):
+        """Lock ``zone``, or every zone if None.
+
+        :returns: ``{'zones': the zones locked (None: all), ...}``
+        """
+        if not _LOCK_ACROSS_SCHEDULERS:
+            self._process_lock.acquire()
+            return {'zones': None, 'held': None}
+        try:
+            if zone is None:
+                zones = sorted(set(census.host_availability_zones(
+                    context).values()) | {CONF.default_availability_zone})
+            else:
+                zones = [zone]
+            held = self.backend.acquire(
+                [LOCK_PREFIX + z for z in zones],
+                CONF.nova_sched_ext.preemptible_caps_lock_timeout,
+                'of the preemptible caps of availability zone(s) %s'
+                % ', '.join(zones))
+        except coordination.BackendUnavailable as exc:
+            raise _backend_unreachable(context, exc)
+        except Exception as exc:
+            self._refuse(context, spec_obj, instance_uuids,
+                         'the lock of the caps could not be taken: %s' % exc)
+            raise exception.NoValidHost(
+                reason='the preemptible caps could not be locked')
+        # A zone the lock names counts every host of it; one missing
+        # from the list (no aggregate yet) is checked after the choice.
+        return {'zones': None if zone is None else set(zones),
+                'held': held}
+
+    def _unlock(self, held):
+        if not _LOCK_ACROSS_SCHEDULERS:
+            self._process_lock.release()
+        else:
+            self.backend.release(held['held'])
+
+    # --- count and claim, under the lock --------------------------------
+
+    def _count_and_claim(self, call_next, context, spec_obj, instance_uuids,
+                         per_az, per_host, locked_zones):
+        try:
+            counts = self._counts(context)
+            zones = census.host_availability_zones(context)
+            full, why = self._full_hosts(context, counts, zones, per_az,
+                                         per_host)
+        except coordination.BackendUnavailable as exc:
+            raise _backend_unreachable(context, exc)
+        except Exception:
+            # A cap that cannot be checked is not lifted.
+            LOG.exception('Preemptible request %s refused: the '
+                          'preemptible instances could not be counted.',
+                          context.request_id)
+            raise exception.NoValidHost(
+                reason='the preemptible instances could not be counted')
+        original = spec_obj.ignore_hosts \
+            if spec_obj.obj_attr_is_set('ignore_hosts') else None
+        if full:
+            spec_obj.ignore_hosts = sorted(set(original or ()) | full)
+        try:
+            selections = call_next(context, spec_obj, instance_uuids)
+        except exception.NoValidHost:
+            if why:
+                self._refuse(context, spec_obj, instance_uuids,
+                             'no room outside the hosts at a cap (%s)'
+                             % why)
+            raise
+        finally:
+            spec_obj.ignore_hosts = original
+        chosen = [per_instance[0].service_host
+                  for per_instance in selections]
+        if locked_zones is not None and any(
+                census.zone_of(zones, host) not in locked_zones
+                for host in chosen):
+            LOG.info('Preemptible request %s: Nova chose hosts outside '
+                     'the zone(s) %s it asked for; counting again under '
+                     'the lock of every zone.', context.request_id,
+                     ', '.join(sorted(locked_zones)))
+            self._release(context, instance_uuids)
+            return _OUTSIDE_LOCKED_ZONES
+        over = self._over(counts, zones, chosen, per_az, per_host)
+        if over:
+            self._release(context, instance_uuids)
+            self._refuse(context, spec_obj, instance_uuids, over)
+            raise exception.NoValidHost(
+                reason='the cap on preemptible instances is reached '
+                       '(%s)' % over)
+        try:
             for uuid, host in zip(instance_uuids or (), chosen):
-                self._pending[uuid] = (host, expiry)
-            return selections
+                self.backend.put(PENDING_KIND, uuid, {'host': host},
+                                 PENDING_TTL, replace=True)
+        except coordination.BackendUnavailable as exc:
+            # Unrecorded, the placements would be invisible to the other
+            # schedulers until the cells show them.
+            self._release(context, instance_uuids)
+            raise _backend_unreachable(context, exc)
+        return selections
 
     def _counts(self, context):
         """Preemptible instances per host, the pending ones included."""
         instances = census.preemptible_instances(context)
         counts = census.count_by_host(instances)
         known = {instance.uuid for instance in instances}
-        now = time.monotonic()
-        for uuid, (host, expiry) in list(self._pending.items()):
-            if uuid in known or expiry < now:
-                del self._pending[uuid]
+        for uuid, record, holder in self.backend.items(PENDING_KIND):
+            if uuid in known or holder is None:
+                # Shown by the cells now, or too old: the cells know.
+                self.backend.delete(PENDING_KIND, uuid, owned=False)
             else:
-                counts[host] += 1
+                counts[record['host']] += 1
         return counts
 
     @staticmethod
@@ -192,3 +289,14 @@ class PreemptibleCaps(wrappers.RequestWrapper):
         for uuid in instance_uuids or ():
             self.manager.placement_client.delete_allocation_for_instance(
                 context, uuid, force=True)
+
+
+def _backend_unreachable(context, exc):
+    """The NoValidHost of a request whose caps need a backend that is down.
+
+    The backend logged its outage once; this is one request.
+    """
+    LOG.debug('Preemptible request %s refused: %s.', context.request_id, exc)
+    return exception.NoValidHost(
+        reason='the preemptible caps cannot be checked: the scheduler\'s '
+               'coordination backend is unreachable')

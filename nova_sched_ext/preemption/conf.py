@@ -85,12 +85,25 @@ preemption_opts = [
              'NoValidHost. -1 means unlimited. Instances of every cell '
              'count, whatever their state, until they are deleted (or '
              'shelved and offloaded). Enforced by the preemption driver '
-             'only.'),
+             'only; exactly, with any number of schedulers, when they all '
+             'share one coordination backend ([nova_sched_ext] '
+             'deployment_set_lock_url).'),
     cfg.IntOpt(
         'preemptible_max_per_host',
         default=-1, min=-1,
         help='Most preemptible instances one compute host may hold; -1 '
              'means unlimited. Counted like preemptible_max_per_az.'),
+    cfg.IntOpt(
+        'preemptible_caps_lock_timeout',
+        default=60, min=1,
+        help='Seconds a preemptible request under a cap waits for the lock '
+             'of its availability zone(s), which every scheduler takes on '
+             'the coordination backend ([nova_sched_ext] '
+             'deployment_set_lock_url) around counting the preemptible '
+             'instances and claiming the chosen hosts, so that several '
+             'schedulers never overshoot a cap. When the time passes, or '
+             'the backend cannot be reached, the request fails with '
+             'NoValidHost.'),
 ]
 
 ALL_OPTS = preemption_opts

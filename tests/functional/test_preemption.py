@@ -18,6 +18,7 @@ preemption driver, and its evictor reaches the in-process Compute API
 through openstacksdk with an admin token.
 """
 
+import itertools
 import threading
 
 import fixtures
@@ -32,6 +33,7 @@ from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reservation
 from tests.functional import base
+from tests import redis_server
 
 PRE = fake_hosts.shaped('pre.2', 2, 512, {
     'hw:cpu_policy': 'dedicated', extra_specs.PREEMPTIBLE_KEY: 'true'})
@@ -51,6 +53,8 @@ class PreemptionTestBase(base.NUMAFitTestBase):
         super().setUp()
         self.flags(scheduler_driver='preemption',
                    preemption_wait_timeout=30, preemption_poll_interval=0.05,
+                   deployment_set_lock_dir=self.useFixture(
+                       fixtures.TempDir()).path,
                    group='nova_sched_ext')
         self.useFixture(fixtures.MockPatch(
             'nova_sched_ext.preemption.evictor.load_session',
@@ -84,6 +88,24 @@ class PreemptionTestBase(base.NUMAFitTestBase):
                              results[0].fault)
             servers.extend(booted)
         return servers
+
+    def boot_at_once(self, shape, names):
+        """Post one server per name, each from a thread; wait for all."""
+        if self.image_id is None:
+            self.image_id = self._build_server()['imageRef']
+        bodies = [{'server': self._build_server(
+            name=name, image_uuid=self.image_id,
+            flavor_id=self.flavor_id(shape), networks='none')}
+            for name in names]
+        posted = []
+        threads = [threading.Thread(
+            target=lambda b=b: posted.append(self.api.post_server(b)))
+            for b in bodies]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return [self._wait_until_built(server) for server in posted]
 
     def existing(self, servers):
         """The ids of ``servers`` that the API still shows."""
@@ -351,21 +373,7 @@ class ReservationRaceTest(PreemptionTestBase):
     def test_concurrent_on_demand_boots_share_no_victim(self):
         servers = self.fill()
         # Each on-demand server needs a whole host: two fit, a third not.
-        bodies = []
-        for name in ('od-a', 'od-b', 'od-c'):
-            request = self._build_server(
-                name=name, image_uuid=self.image_id,
-                flavor_id=self.flavor_id(ON_DEMAND_HOST), networks='none')
-            bodies.append({'server': request})
-        posted = []
-        threads = [threading.Thread(
-            target=lambda b=b: posted.append(self.api.post_server(b)))
-            for b in bodies]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        done = [self._wait_until_built(s) for s in posted]
+        done = self.boot_at_once(ON_DEMAND_HOST, ('od-a', 'od-b', 'od-c'))
         active = [s for s in done if s['status'] == 'ACTIVE']
         self.assertEqual(2, len(active), [s.get('fault') for s in done])
         self.assertEqual(set(HOSTS),
@@ -409,3 +417,60 @@ class CapsTest(PreemptionTestBase):
         results, _ = self.boot('pre', PRE_SHARED, count=3)
         self.assertEqual([True] * 3, [r.no_valid_host for r in results])
         self.assertEqual({}, self.host_usage())
+
+
+class SeveralSchedulersTestBase(PreemptionTestBase):
+    """Three scheduler managers behind the one RPC topic, on one redis.
+
+    Nova's test base runs one scheduler service; its RPC endpoint hands
+    each request, in turn, to one of three manager objects, each with its
+    own request wrappers and its own connection to a private
+    ``redis-server``, as three scheduler processes would.  They share the
+    databases and placement, as schedulers do.
+    """
+
+    #: scheduler managers in all
+    SCHEDULERS = 3
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.useFixture(redis_server.RedisServer())
+        self.flags(deployment_set_lock_url=self.redis.url,
+                   group='nova_sched_ext')
+        endpoint = self.scheduler.manager
+        self.managers = [endpoint]
+        for _ in range(self.SCHEDULERS - 1):
+            manager = driver.PreemptionSchedulerManager()
+            self.addCleanup(manager.cleanup_host)
+            self.managers.append(manager)
+        targets = [m.select_destinations for m in self.managers]
+        turn = itertools.count()
+        self.served_by = []
+
+        def select_destinations(*args, **kwargs):
+            number = next(turn) % len(targets)
+            self.served_by.append(number)
+            return targets[number](*args, **kwargs)
+
+        endpoint.select_destinations = select_destinations
+
+
+class SeveralSchedulersCapsTest(SeveralSchedulersTestBase):
+
+    def test_concurrent_preemptible_boots_never_overshoot_the_cap(self):
+        self.flags(preemptible_max_per_az=3, preemptible_max_per_host=2,
+                   group='nova_sched_ext')
+        for _round in range(2):
+            done = self.boot_at_once(
+                PRE_SHARED, ['race-%d' % n for n in range(8)])
+            active = [s for s in done if s['status'] == 'ACTIVE']
+            self.assertEqual(3, len(active), [s.get('fault') for s in done])
+            hosts = [s['OS-EXT-SRV-ATTR:host'] for s in active]
+            self.assertLessEqual(max(hosts.count(h) for h in HOSTS), 2)
+            for server in done:
+                if server['status'] != 'ACTIVE':
+                    self.assertIn('No valid host', server['fault']['message'])
+            self.assertPlacementMatchesServers()
+            self.delete_servers(done)
+        # Every manager served some of the requests.
+        self.assertEqual(set(range(self.SCHEDULERS)), set(self.served_by))

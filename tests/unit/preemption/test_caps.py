@@ -22,6 +22,7 @@ from nova import objects
 from nova import test
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_sched_ext import coordination
 from nova_sched_ext.preemption import caps
 from nova_sched_ext.preemption import census
 from nova_sched_ext.preemption import extra_specs
@@ -40,8 +41,11 @@ class TestPreemptibleCaps(test.NoDBTestCase):
         self.spec_obj = objects.RequestSpec(
             flavor=objects.Flavor(name='pre', extra_specs={
                 extra_specs.PREEMPTIBLE_KEY: 'true'}))
+        self.flags(deployment_set_lock_dir=self.useFixture(
+            fixtures.TempDir()).path, group='nova_sched_ext')
         self.manager = mock.Mock()
         self.caps = caps.PreemptibleCaps(self.manager)
+        self.addCleanup(self.caps.backend.stop)
         self.instances = []
         self.zones = {'a1': 'az-a', 'a2': 'az-a', 'b1': 'az-b'}
         self.useFixture(fixtures.MockPatchObject(
@@ -134,12 +138,57 @@ class TestPreemptibleCaps(test.NoDBTestCase):
 
     def test_pending_placements_expire(self):
         self.flags(preemptible_max_per_host=1, group='nova_sched_ext')
+        self.useFixture(fixtures.MockPatchObject(caps, 'PENDING_TTL', 0.2))
         self.call(chosen=('a1',), uuids_=[uuids.first])
-        self.useFixture(fixtures.MockPatchObject(
-            time, 'monotonic', return_value=time.monotonic() +
-            caps.PENDING_TTL + 1))
+        time.sleep(0.4)
         self.call(chosen=('a1',), uuids_=[uuids.second])
         self.assertEqual([None, None], self.seen_ignore)
+
+    def test_pending_placements_are_shared_by_schedulers(self):
+        # Another scheduler (its own manager and backend connection, the
+        # same backend) sees this one's placement before the cells do.
+        self.flags(preemptible_max_per_host=1, group='nova_sched_ext')
+        self.call(chosen=('a1',), uuids_=[uuids.first])
+        other = caps.PreemptibleCaps(mock.Mock())
+        self.addCleanup(other.backend.stop)
+        self.caps = other
+        self.call(chosen=('a2',), uuids_=[uuids.second])
+        self.assertEqual([None, ['a1']], self.seen_ignore)
+
+    def test_a_zone_request_locks_its_zone_only(self):
+        self.flags(preemptible_max_per_az=5, group='nova_sched_ext')
+        acquire = self.useFixture(fixtures.MockPatchObject(
+            self.caps.backend, 'acquire',
+            wraps=self.caps.backend.acquire)).mock
+        self.spec_obj.availability_zone = 'az-b'
+        self.call(chosen=('b1',))
+        self.spec_obj.availability_zone = None
+        self.call(chosen=('b1',))
+        self.assertEqual(
+            [[caps.LOCK_PREFIX + 'az-b'],
+             [caps.LOCK_PREFIX + z for z in ('az-a', 'az-b', 'nova')]],
+            [list(c.args[0]) for c in acquire.call_args_list])
+
+    def test_a_host_outside_the_locked_zone_counts_again_under_all(self):
+        # Without zone filtering Nova may pick a host of another zone:
+        # that zone was not locked, so the claim is dropped and the
+        # request runs again under every zone's lock.
+        self.flags(preemptible_max_per_az=5, group='nova_sched_ext')
+        self.spec_obj.availability_zone = 'az-b'
+        result = self.call(chosen=('a1',))
+        self.assertEqual('a1', result[0][0].service_host)
+        self.assertEqual(2, len(self.seen_ignore))
+        self.manager.placement_client.delete_allocation_for_instance.\
+            assert_called_once_with(self.context, uuids.new0, force=True)
+
+    def test_an_unreachable_backend_refuses_and_lifts_no_cap(self):
+        self.flags(preemptible_max_per_host=5, group='nova_sched_ext')
+        self.useFixture(fixtures.MockPatchObject(
+            self.caps.backend, 'acquire',
+            side_effect=coordination.BackendUnavailable('down')))
+        exc = self.assertRaises(exception.NoValidHost, self.call)
+        self.assertIn('coordination backend is unreachable', str(exc))
+        self.assertEqual([], self.seen_ignore)
 
     def test_a_cap_that_cannot_be_checked_refuses(self):
         self.flags(preemptible_max_per_host=5, group='nova_sched_ext')
