@@ -20,7 +20,9 @@ use), and gets it in the form it needs:
   reports (the simulator, the benchmarks);
 * :func:`libvirt_host_info`: the fake libvirt host that Nova's libvirt
   driver reads and turns into that topology itself (the in-process cloud
-  harness).
+  harness);
+* :func:`placement_resources`: the VCPU, PCPU and MEMORY_MB totals and
+  usages its resource provider holds (the scale benchmark).
 
 CPU numbering, the same for every tool: CPU ids run on from one cell to the
 next, in cell order.  A cell's CPUs are ``threads`` per core, numbered the
@@ -167,6 +169,27 @@ def numa_topology(cells, socket=None):
             network_metadata=objects.NetworkMetadata(
                 physnets=set(), tunneled=False)))
     return objects.NUMATopology(cells=result)
+
+
+def placement_resources(cells):
+    """What placement holds for a host made of ``cells``.
+
+    :returns: ``{resource class: (total, used)}`` for ``VCPU`` (the shared
+        CPUs, and ``cpu_usage``: overcommitted vCPUs in use), ``PCPU`` (the
+        dedicated CPUs, and the threads of the pinned cores) and
+        ``MEMORY_MB`` (huge pages included, and ``memory_usage_mb``).  The
+        allocation ratios are the caller's: ``VCPU``'s total is the CPUs
+        before overcommit, its usage may exceed it.
+    """
+    cells = list(cells)
+    return {
+        'VCPU': (sum(c.shared for c in cells),
+                 sum(c.cpu_usage for c in cells)),
+        'PCPU': (sum(c.dedicated for c in cells),
+                 sum(len(c.pinned_cores) * c.threads for c in cells)),
+        'MEMORY_MB': (sum(c.memory_mb for c in cells),
+                      sum(c.memory_usage_mb for c in cells)),
+    }
 
 
 def libvirt_host_info(cells):

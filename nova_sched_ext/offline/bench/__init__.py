@@ -16,4 +16,9 @@
   ``fit``, ``filter`` and ``weigher`` benchmarks.
 * :mod:`~nova_sched_ext.offline.bench.victims`: ``nova-sched-ext-bench
   victims``, quality and cost of victim selection.
+* :mod:`~nova_sched_ext.offline.bench.capacity`: ``nova-sched-ext-bench
+  capacity``, one full pass of the NUMA-exact capacity count.
+* :mod:`~nova_sched_ext.offline.bench.scale`: ``nova-sched-ext-bench
+  scale``, the whole ``select_destinations`` of stock Nova and of the
+  package's scheduler on real placement and databases.
 """

@@ -154,6 +154,8 @@ class Host(object):
 
     def __init__(self, name, cells, topology):
         self.name = name
+        #: the :class:`nova_sched_ext.offline.hosts.Cell` it was built from
+        self.cells = tuple(cells)
         self.topology = topology
         shared = sum(c.shared for c in cells)
         self.vcpu_room = int(shared * CPU_ALLOCATION_RATIO -

@@ -36,6 +36,16 @@ the two sides are measured alternately so that a slow moment hits both.
     disagreements with Nova (must be 0). See
     :mod:`nova_sched_ext.offline.bench.capacity`.
 
+``nova-sched-ext-bench scale --hosts 1000,10000 --requests 30``
+    The whole ``select_destinations`` on real services: placement's WSGI
+    app and Nova's databases on the machine's MariaDB (sqlite if it cannot
+    be used), 1,000 and 10,000 compute nodes with NUMA topologies and
+    their resource providers, a stream of boots replayed through stock
+    Nova's ``SchedulerManager`` and through ``nova-sched-ext-scheduler``'s
+    manager on the same state; p50/p95/p99 per phase (placement query,
+    host state refresh, filters, weighers, claims) and what each placed.
+    See :mod:`nova_sched_ext.offline.bench.scale`.
+
 ``--json`` prints the figures as JSON.
 """
 
@@ -566,6 +576,12 @@ def main(argv=None):
     victims.add_argument('--per-host', type=int, default=20,
                          help='preemptible instances on each of those hosts')
     victims.add_argument('--repeats', type=int, default=5)
+    scale = sub.add_parser(
+        'scale', help='the whole select_destinations on real placement '
+                      'and databases: stock Nova vs the package',
+        parents=[common])
+    from nova_sched_ext.offline.bench import scale as scale_bench
+    scale_bench.add_arguments(scale)
     args = parser.parse_args(argv)
     import logging as std_logging
     std_logging.getLogger().setLevel(std_logging.WARNING)
@@ -582,6 +598,8 @@ def main(argv=None):
     if args.command == 'capacity':
         from nova_sched_ext.offline.bench import capacity as capacity_bench
         return capacity_bench.run(args)
+    if args.command == 'scale':
+        return scale_bench.run(args)
     if args.command == 'victims':
         from nova_sched_ext.offline.bench import victims as victims_bench
         return victims_bench.run(args)

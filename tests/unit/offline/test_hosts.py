@@ -138,3 +138,19 @@ class TestLibvirtHostInfo(base.TestCase):
         self.assertRaises(ValueError, hosts.libvirt_host_info,
                           [hosts.Cell(memory_mb=GIB_MB, dedicated=2,
                                       pinned_cores=(0,))])
+
+
+class TestPlacementResources(base.TestCase):
+
+    def test_totals_and_usage_per_resource_class(self):
+        cells = [
+            hosts.Cell(memory_mb=8 * GIB_MB, shared=4, dedicated=8,
+                       threads=2, pinned_cores=(2, 4), cpu_usage=10,
+                       memory_usage_mb=3 * GIB_MB),
+            hosts.Cell(memory_mb=8 * GIB_MB, shared=4, dedicated=8,
+                       threads=2, pages_2m=1024, pinned_cores=(5,),
+                       cpu_usage=3, memory_usage_mb=GIB_MB),
+        ]
+        self.assertEqual({'VCPU': (8, 13), 'PCPU': (16, 6),
+                          'MEMORY_MB': (16 * GIB_MB, 4 * GIB_MB)},
+                         hosts.placement_resources(cells))
