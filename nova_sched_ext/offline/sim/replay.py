@@ -49,8 +49,10 @@ DeploymentSetFilter (its members come from the replay, not a database),
 which is added to enabled_filters when they do not name it.
 """
 
+import collections
 import dataclasses
 import heapq
+import itertools
 import random
 import time
 
@@ -231,6 +233,9 @@ class _Group(object):
 # [nova_sched_ext] deployment_set_max_size, which the simulator raises.
 TRACE_MAX_SET_SIZE = 1000
 UNBOUNDED_PER_HOST = 100000
+# Simulator.book's requests are numbered from here: beyond any trace's seq
+# (at most 2**31 - 1), so their instance UUIDs are new.
+BOOKING_SEQ = 1 << 40
 DEPLOYMENT_SET_FILTER = 'DeploymentSetFilter'
 
 
@@ -244,9 +249,15 @@ class Simulator(object):
 
     def __init__(self, trace_hosts, policy='configured', seed=0,
                  slot_flavors=(), sample_every=0, progress=None,
-                 fast=False, flavors=()):
+                 fast=False, flavors=(), host_states=None):
+        """A replay of ``trace_hosts``, or of ``host_states`` if given.
+
+        ``host_states``: ``HostState`` objects to schedule on instead of
+        fresh ones built from the trace hosts (a copy of another
+        simulator's hosts, for :meth:`book`).
+        """
         cloud.register_objects()
-        if not trace_hosts:
+        if not (trace_hosts if host_states is None else host_states):
             raise SimulationError('the trace has no hosts')
         self.policy = policy
         self.rng = random.Random(seed)
@@ -260,7 +271,8 @@ class Simulator(object):
         self.weight_handler = nova_weights.HostWeightHandler()
         self.filters = self._load_filters()
         self.weighers = self._load_weighers()
-        self.hosts = cloud.build_host_states(trace_hosts)
+        self.hosts = (list(host_states) if host_states is not None
+                      else cloud.build_host_states(trace_hosts))
         self.slot_counter = slots.SlotCounter(self.factory, slot_flavors)
         self.groups = {}
         # instance uuid -> (host state, flavor, fitted topology, group key)
@@ -511,19 +523,48 @@ class Simulator(object):
             cloud.heartbeat(self.hosts)
             self._last_heartbeat = now
 
+    def _flavor_table(self, more_shapes):
+        shapes = list(self.flavor_shapes)
+        for shape in more_shapes:
+            if shape not in shapes:
+                shapes.append(shape)
+        return cloud.flavor_table(self.factory.flavor(shape)[0]
+                                  for shape in shapes)
+
     def run(self, requests):
         """Replay ``requests`` (in arrival order); returns a :class:`Result`.
 
         A request with a lifetime departs at ``arrival + lifetime``;
         departures due at or before an arrival happen first.
         """
-        shapes = list(self.flavor_shapes)
-        for request in requests:
-            if request.flavor not in shapes:
-                shapes.append(request.flavor)
-        with cloud.flavor_table(self.factory.flavor(shape)[0]
-                                for shape in shapes):
+        with self._flavor_table(r.flavor for r in requests):
             return self._run(requests)
+
+    def book(self, shape, progress=None):
+        """Boot instances of ``shape`` one after another until none fits.
+
+        Each boot is an ungrouped request through :meth:`schedule`
+        (placement's check, the filters, the weighers, the claim), so it
+        consumes this simulator's hosts: give it a copy of a cloud
+        (``host_states``).  Stops at the first NoValidHost; returns
+        ``{host name: instances booked there}``.  ``progress(booked)`` is
+        called after each boot.
+        """
+        booked = collections.Counter()
+        # The hosts may come from a cloud counted for longer than
+        # service_down_time: the computes report in before the first boot.
+        cloud.heartbeat(self.hosts)
+        self._last_heartbeat = time.monotonic()
+        with self._flavor_table([shape]):
+            for number in itertools.count():
+                self._heartbeat()
+                chosen = self.schedule(trace.Request(
+                    seq=BOOKING_SEQ + number, flavor=shape))
+                if chosen is None:
+                    return dict(booked)
+                booked[chosen.host] += 1
+                if progress:
+                    progress(number + 1)
 
     def _run(self, requests):
         result = self.result = self._new_result()

@@ -1,9 +1,16 @@
 """Helpers for the simulator's tests: tiny clouds whose outcome is known."""
 
+import io
+import os
+import shutil
+import tempfile
+from unittest import mock
+
 import nova.conf
 from nova import objects
 from oslo_config import fixture as config_fixture
 
+from nova_sched_ext.offline.sim import cli
 from nova_sched_ext.offline.sim import policies
 from nova_sched_ext.offline.sim import replay
 from nova_sched_ext.offline.sim import trace
@@ -46,3 +53,32 @@ class SimTestCase(base.TestCase):
         result = simulator.run(requests)
         placements = {r.seq: h for r, h in zip(requests, result.placements)}
         return result, placements, simulator
+
+
+class CommandTestCase(SimTestCase):
+    """The command run in-process, on trace files in a temporary directory."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def path(self, name, data):
+        """Write ``data`` (text or bytes) to ``name`` in the directory."""
+        path = os.path.join(self.dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'wb') as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+        return path
+
+    def main(self, *argv):
+        """Run the command in-process: (exit status, stdout, stderr)."""
+        out, err = io.StringIO(), io.StringIO()
+        # main() configures the root logger; keep that out of other tests.
+        with mock.patch('sys.stdout', out), mock.patch('sys.stderr', err), \
+                mock.patch.object(cli.logging, 'basicConfig'):
+            try:
+                code = cli.main(list(argv))
+            except SystemExit as exc:
+                code = exc.code
+        return code, out.getvalue(), err.getvalue()

@@ -129,35 +129,13 @@ class TestCommand(base.SimTestCase):
         self.assertGreater(summary['departed'], 0)
 
 
-class TestBadInput(base.SimTestCase):
+class TestBadInput(base.CommandTestCase):
     """Bad files and options: exit 2, one line on stderr, no traceback."""
 
     def setUp(self):
         super().setUp()
-        self.dir = tempfile.mkdtemp()
-        self.addCleanup(lambda: [os.unlink(os.path.join(self.dir, n))
-                                 for n in os.listdir(self.dir)] and
-                        os.rmdir(self.dir))
         self.hosts = self.path('hosts.csv', HOSTS)
         self.requests = self.path('requests_T.csv', REQUESTS)
-
-    def path(self, name, data):
-        path = os.path.join(self.dir, name)
-        with open(path, 'wb') as f:
-            f.write(data if isinstance(data, bytes) else data.encode())
-        return path
-
-    def main(self, *argv):
-        """Run the command in-process: (exit status, stdout, stderr)."""
-        out, err = io.StringIO(), io.StringIO()
-        # main() configures the root logger; keep that out of other tests.
-        with mock.patch('sys.stdout', out), mock.patch('sys.stderr', err), \
-                mock.patch.object(cli.logging, 'basicConfig'):
-            try:
-                code = cli.main(list(argv))
-            except SystemExit as exc:
-                code = exc.code
-        return code, out.getvalue(), err.getvalue()
 
     def assertFails(self, argv, *words):
         code, _out, err = self.main(*argv)
