@@ -334,21 +334,25 @@ class Backend(object):
 
     # --- records --------------------------------------------------------
 
+    def check_records(self):
+        """Raise :class:`BackendUnsupported` unless it can hold records."""
+        url = self.url
+        if not has_records(url):
+            raise BackendUnsupported(
+                'the coordination backend %s ([nova_sched_ext] '
+                'deployment_set_lock_url) holds locks only, not the records '
+                'the preemption driver keeps (its preemptible placements '
+                'and its evictions in progress): use redis://, or leave the '
+                'option unset for file records (one scheduler host only)'
+                % safe_url(url))
+
     def _get_store(self):
         self._check_fork()
         with self._start_lock:
             if self._store is None:
+                self.check_records()
                 url = self.url
-                scheme = url.partition('://')[0]
-                if scheme not in _STORES:
-                    raise BackendUnsupported(
-                        'the coordination backend %s holds locks only, not '
-                        'the records the preemption driver keeps (its caps '
-                        'and its evictions in progress): use redis:// (or '
-                        'leave [nova_sched_ext] deployment_set_lock_url '
-                        'unset for file records, one scheduler host only)'
-                        % safe_url(url))
-                self._store = _STORES[scheme](url)
+                self._store = _STORES[url.partition('://')[0]](url)
             return self._store
 
     def _use(self, what, method, *args):

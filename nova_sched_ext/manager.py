@@ -157,6 +157,10 @@ class SchedulerManager(nova_manager.SchedulerManager):
                 [sel[0].to_dict() for sel in selections])
         return selections
 
+    def init_host(self, service_ref):
+        super().init_host(service_ref)
+        self._call_wrappers('start')
+
     def graceful_shutdown(self, timeout):
         super().graceful_shutdown(timeout)
         self._stop_wrappers()
@@ -166,14 +170,18 @@ class SchedulerManager(nova_manager.SchedulerManager):
         self._stop_wrappers()
 
     def _stop_wrappers(self):
+        self._call_wrappers('stop')
+
+    def _call_wrappers(self, method):
+        """Call ``method`` of every wrapper that has it; log failures."""
         for wrapper in self.request_wrappers:
-            stop = getattr(wrapper, 'stop', None)
-            if stop is not None:
+            call = getattr(wrapper, method, None)
+            if call is not None:
                 try:
-                    stop()
+                    call()
                 except Exception:
-                    LOG.exception('Request wrapper %s failed to stop.',
-                                  type(wrapper).__name__)
+                    LOG.exception('Request wrapper %s failed to %s.',
+                                  type(wrapper).__name__, method)
 
 
 def _chain(wrapper, call_next):

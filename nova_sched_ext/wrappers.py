@@ -72,6 +72,15 @@ class RequestWrapper(object):
         """
         raise NotImplementedError()
 
+    def start(self):
+        """Start the wrapper's background work, if any.
+
+        Called once per scheduler process when the service starts
+        (``init_host``), after ``nova-scheduler`` forked its workers: a
+        thread started here runs in the worker.  An exception is logged
+        and does not keep the other wrappers from starting.
+        """
+
     def stop(self):
         """Release what the wrapper holds; called once, when the service stops.
 

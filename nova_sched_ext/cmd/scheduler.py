@@ -63,6 +63,7 @@ from nova import thread_pool_factory
 from nova import version
 
 from nova_sched_ext import conf as sched_ext_conf  # noqa: registers options
+from nova_sched_ext import coordination
 from nova_sched_ext import registry
 
 CONF = nova.conf.CONF
@@ -150,6 +151,9 @@ def main(argv=None):
         # An unknown or broken driver, request wrapper or victim strategy
         # named in the configuration: a scheduler without it would be unsafe.
         sys.exit(str(exc))
+    except coordination.BackendUnsupported as exc:
+        # The preemption driver on a backend that cannot record evictions.
+        sys.exit('%s: %s' % (prog, exc))
 
     # As nova-scheduler does: the executors must not cross the fork of
     # the workers.

@@ -133,16 +133,29 @@ def needs_new_room(context, spec_obj, instance_uuids):
     """
     if utils.request_is_rebuild(spec_obj) or not instance_uuids:
         return False
-    try:
-        mapping = objects.InstanceMapping.get_by_instance_uuid(
-            context, instance_uuids[0])
-    except exception.InstanceMappingNotFound:
+    mapping, instance = find_instance(context, instance_uuids[0])
+    if mapping is None:
         return False
     if mapping.cell_mapping is None:
         return True
+    return instance is not None and not instance.host
+
+
+def find_instance(context, uuid):
+    """``(instance mapping, instance from its cell)``; either may be None.
+
+    The mapping is None for an unknown instance; the instance is None
+    before the conductor created it in a cell (no cell yet) or if the
+    cell has no such instance.
+    """
+    try:
+        mapping = objects.InstanceMapping.get_by_instance_uuid(context, uuid)
+    except exception.InstanceMappingNotFound:
+        return None, None
+    if mapping.cell_mapping is None:
+        return mapping, None
     with nova_context.target_cell(context, mapping.cell_mapping) as cctxt:
         try:
-            instance = objects.Instance.get_by_uuid(cctxt, instance_uuids[0])
+            return mapping, objects.Instance.get_by_uuid(cctxt, uuid)
         except exception.InstanceNotFound:
-            return False
-    return not instance.host
+            return mapping, None

@@ -78,6 +78,29 @@ preemption_opts = [
         help='Seconds between two checks of the victims while the '
              'preemption driver waits for them to go.'),
     cfg.IntOpt(
+        'preemption_eviction_ttl',
+        default=30, min=2,
+        help='Seconds an eviction in progress stays claimed by its scheduler '
+             'without a heartbeat. Every eviction is recorded on the '
+             'coordination backend ([nova_sched_ext] '
+             'deployment_set_lock_url) before the victims\' room is '
+             'reserved; its scheduler renews the record every third of '
+             'this time. When a scheduler dies, its records run out after '
+             'this time and the reconcile of another scheduler rolls them '
+             'back: the reservations whose request never became an '
+             'instance are released, victims already evicted stay evicted '
+             'and the request fails.'),
+    cfg.IntOpt(
+        'preemption_reconcile_interval',
+        default=60, min=1,
+        help='Seconds between two reconciles of the evictions whose '
+             'scheduler died (their record ran out, see '
+             'preemption_eviction_ttl). Every preemption scheduler process '
+             'reconciles when it starts and then at this interval; a '
+             'record is rolled back by one of them only. The longest a '
+             'dead scheduler\'s reservation outlives it is about '
+             'preemption_eviction_ttl plus this interval.'),
+    cfg.IntOpt(
         'preemptible_max_per_az',
         default=-1, min=-1,
         help='Most preemptible instances one availability zone may hold; '

@@ -31,6 +31,12 @@ itself:
    request's selections.  Every failure releases the reservation, evicts
    nothing more and ends in NoValidHost with one summary log line.
 
+   Each eviction is recorded on the coordination backend before the
+   reservation and kept up to date at each step (:mod:`.journal`); if its
+   scheduler dies, another scheduler's reconcile (:mod:`.reconcile`, at
+   start-up and every ``preemption_reconcile_interval`` seconds) rolls it
+   back once the record's lease ran out.
+
 Preemptible requests never evict; rebuilds, resizes and migrations do not
 either (they keep Nova's answer).  Run it with
 ``[nova_sched_ext] scheduler_driver = preemption`` and
@@ -60,12 +66,15 @@ from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
+from nova_sched_ext import coordination
 from nova_sched_ext import manager as ext_manager
 from nova_sched_ext.preemption import census
 from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 from nova_sched_ext.preemption import evictor as evictor_mod
 from nova_sched_ext.preemption import extra_specs
+from nova_sched_ext.preemption import journal as journal_mod
 from nova_sched_ext.preemption import notifications
+from nova_sched_ext.preemption import reconcile
 from nova_sched_ext.preemption import reservation
 from nova_sched_ext.preemption import strategies
 from nova_sched_ext.preemption import victims as victims_mod
@@ -88,6 +97,19 @@ USAGE_FILTERS = frozenset((
 #: placement reads of candidate hosts run at once
 PLACEMENT_READERS = 8
 
+#: Test-only: a callable that an eviction calls with the name of each
+#: point where its scheduler may die ("recorded", "reserved", "evicted"
+#: after each victim's eviction was sent, with ``victim=``, and "gone"),
+#: so that a test can stop it there with an exception no handler catches
+#: (a BaseException) and find what a dead scheduler leaves.  None in a
+#: real scheduler.
+FAULT_INJECTION = None
+
+
+def _fault_point(point, **details):
+    if FAULT_INJECTION is not None:
+        FAULT_INJECTION(point, **details)
+
 
 class EvictionFailed(Exception):
     """One step of an eviction failed; the message says which."""
@@ -109,9 +131,29 @@ class Eviction(wrappers.RequestWrapper):
         self.strategy = strategies.load_strategy(
             CONF.nova_sched_ext.preemption_victim_strategy)
         self.evictor = evictor_mod.Evictor()
+        self.backend = coordination.for_manager(manager)
+        # A backend without records would leave no trace of an eviction
+        # whose scheduler died: refuse to start instead.
+        self.backend.check_records()
+        self.journal = journal_mod.Journal(self.backend)
+        self.reconciler = reconcile.Reconciler(self.journal, manager,
+                                               self.evictor)
         LOG.info('Preemption: victims chosen by strategy %s, evicted by '
-                 '%s.', self.strategy.name,
-                 CONF.nova_sched_ext.preemption_action)
+                 '%s, evictions recorded on %s.', self.strategy.name,
+                 CONF.nova_sched_ext.preemption_action,
+                 coordination.safe_url(self.backend.url))
+
+    def start(self):
+        """Reconcile now, then every preemption_reconcile_interval s."""
+        self.reconciler.start()
+
+    def stop(self):
+        self.reconciler.stop()
+        self.backend.stop()
+
+    def reconcile(self, context=None):
+        """Roll back the evictions of dead schedulers now; see .reconcile."""
+        return self.reconciler.run_once(context)
 
     def __call__(self, call_next, context, spec_obj, instance_uuids):
         try:
@@ -165,6 +207,8 @@ class _Attempt(object):
         self.evicted = []
         #: the victim whose eviction failed, if any
         self.failed = None
+        #: the record of the eviction (journal.Entry), once written
+        self.entry = None
 
     # --- the sequence -------------------------------------------------
 
@@ -191,15 +235,52 @@ class _Attempt(object):
                       'hosts': len(hosts)})
             raise exception.NoValidHost(reason='')
         self.plan = plan
-        before = self.reserve(plan, resources)
         try:
+            before = self.read_victims(plan)
+        except _Retry:
+            raise
+        except Exception:
+            LOG.exception('Preemption: request %s: reading the victims\' '
+                          'allocations failed; nothing was evicted.',
+                          self.context.request_id)
+            raise exception.NoValidHost(reason='')
+        self.record(plan, resources, before)
+        _fault_point('recorded')
+        try:
+            self.reserve(plan, resources, before)
+        except (exception.NoValidHost, _Retry):
+            # Nothing reserved: the record goes (or runs out: a reconcile
+            # finds nothing to undo).
+            self.forget()
+            raise
+        _fault_point('reserved')
+        try:
+            self.entry.save(state=journal_mod.RESERVED)
             self.evict(plan)
             self.wait(plan)
+            self.entry.save(state=journal_mod.EVICTED)
+            _fault_point('gone')
+            # Last: once the record is gone nobody rolls this back, and
+            # the request may be answered.
+            self.entry.finish()
+        except journal_mod.LostOwnership as exc:
+            # This scheduler was taken for dead: the one that took the
+            # record over rolls the eviction back, and only that one.
+            LOG.error('Preemption: request %(req)s failed: %(error)s; that '
+                      'scheduler rolls the eviction back. Hosts: %(hosts)s; '
+                      'evicted: %(evicted)s.',
+                      {'req': self.context.request_id, 'error': exc,
+                       'hosts': ', '.join(h.host for h in plan.hosts),
+                       'evicted': ', '.join(self.evicted) or 'none'})
+            raise exception.NoValidHost(
+                reason='preemptible instances could not be evicted: the '
+                       'eviction was taken over by another scheduler')
         except Exception as exc:
-            # Whatever failed (the API, a timeout, a bug), the reservation
-            # must not outlive the request.
+            # Whatever failed (the API, a timeout, the backend, a bug), the
+            # reservation must not outlive the request.
             if not isinstance(exc, (EvictionFailed,
-                                    evictor_mod.EvictionError)):
+                                    evictor_mod.EvictionError,
+                                    coordination.BackendUnavailable)):
                 LOG.exception('Preemption: request %s: eviction failed.',
                               self.context.request_id)
             self.roll_back(before, exc)
@@ -373,10 +454,10 @@ class _Attempt(object):
 
     # --- reservation --------------------------------------------------
 
-    def reserve(self, plan, resources):
-        """Reserve the room; returns the victims' allocations before.
+    def read_victims(self, plan):
+        """The victims' allocations now, with their consumer generations.
 
-        :raises _Retry: another request changed a victim or a provider
+        :raises _Retry: a victim changed since it was chosen
         """
         before = {}
         for placement in plan.placements:
@@ -391,11 +472,55 @@ class _Attempt(object):
                              self.context.request_id, victim.uuid)
                     raise _Retry()
                 before[victim.uuid] = current
-        new = [(uuid, placement.host.rp_uuid, resources)
-               for uuid, placement in zip(self.instance_uuids,
-                                          plan.placements)]
+        return before
+
+    def new_instances(self, plan, resources):
+        """``[(instance uuid, rp uuid, resources)]`` the plan places."""
+        return [(uuid, placement.host.rp_uuid, resources)
+                for uuid, placement in zip(self.instance_uuids,
+                                           plan.placements)]
+
+    def record(self, plan, resources, before):
+        """Write the eviction down before anything is reserved.
+
+        :raises NoValidHost: the coordination backend is down
+        """
+        hosts = {victim.uuid: placement.host.host
+                 for placement in plan.placements
+                 for victim in placement.victims}
         try:
-            reservation.reserve(self.client, self.context, new, before,
+            self.entry = self.wrapper.journal.begin(
+                self.context, self.spec_obj,
+                self.new_instances(plan, resources),
+                {uuid: (hosts[uuid], allocations)
+                 for uuid, allocations in before.items()})
+        except coordination.BackendUnavailable as exc:
+            # The backend logged its outage once.
+            LOG.info('Preemption: request %s evicts nothing: the eviction '
+                     'cannot be recorded (%s).', self.context.request_id,
+                     exc)
+            raise exception.NoValidHost(
+                reason='preemptible instances are not evicted while the '
+                       'scheduler\'s coordination backend is unreachable')
+
+    def forget(self):
+        """Delete the record of an eviction that reserved nothing."""
+        try:
+            self.entry.finish()
+        except (coordination.BackendUnavailable,
+                journal_mod.LostOwnership) as exc:
+            LOG.debug('Preemption: request %s: the record of its eviction '
+                      'stays, with nothing to undo: %s',
+                      self.context.request_id, exc)
+
+    def reserve(self, plan, resources, before):
+        """Reserve the room read in ``before``.
+
+        :raises _Retry: another request changed a victim or a provider
+        """
+        try:
+            reservation.reserve(self.client, self.context,
+                                self.new_instances(plan, resources), before,
                                 self.spec_obj.project_id,
                                 self.spec_obj.user_id)
         except reservation.ReservationFailed as exc:
@@ -406,7 +531,6 @@ class _Attempt(object):
             raise exception.NoValidHost(
                 reason='the room of preemptible instances could not be '
                        'reserved')
-        return before
 
     # --- eviction -----------------------------------------------------
 
@@ -421,10 +545,15 @@ class _Attempt(object):
             for victim in placement.victims:
                 if victim.uuid in self.evicted:
                     continue
+                # Recorded first: a scheduler that dies while the API
+                # takes the eviction leaves the victim to be checked.
+                self.entry.evicting(victim.uuid)
                 self.failed = victim.uuid
                 evictor.evict(victim.uuid, self.action)
+                _fault_point('evicted', victim=victim.uuid)
                 self.failed = None
                 self.evicted.append(victim.uuid)
+                self.entry.evicted(victim.uuid)
             if not names:
                 continue
             LOG.info('Preemption: request %(req)s evicts (%(action)s) '
@@ -452,13 +581,35 @@ class _Attempt(object):
                 % (opts.preemption_wait_timeout, ', '.join(left)))
 
     def roll_back(self, before, error):
-        """Release the reservation; log what an operator needs to know."""
+        """Release the reservation; log what an operator needs to know.
+
+        When the record is known to be still this scheduler's, the
+        victims not evicted get their allocations back; when the backend
+        is down (another scheduler may have taken the record over and
+        restored some already), only those the API shows untouched do.
+        The record goes once the release is done; if the release fails it
+        is left to run out, and a reconcile releases the room later.
+        """
+        ours = True
+        try:
+            self.entry.save(state=journal_mod.ROLLING_BACK)
+        except journal_mod.LostOwnership as exc:
+            LOG.error('Preemption: request %(req)s failed: %(error)s, and '
+                      '%(lost)s; that scheduler rolls it back.',
+                      {'req': self.context.request_id, 'error': error,
+                       'lost': exc})
+            return
+        except coordination.BackendUnavailable:
+            ours = False
         restore = {uuid: alloc for uuid, alloc in before.items()
                    if uuid not in self.evicted}
-        if self.failed and not self._untouched(self.failed):
-            # Its eviction may have started: its compute host will drop
-            # its allocations, which must not come back.
-            del restore[self.failed]
+        for uuid in list(restore):
+            # The one whose eviction failed may have started going: its
+            # compute host will drop its allocations, which must not come
+            # back.
+            if (uuid == self.failed or not ours) and \
+                    not self._untouched(uuid):
+                del restore[uuid]
         released = 'released'
         try:
             reservation.release(self.client, self.context,
@@ -466,6 +617,13 @@ class _Attempt(object):
         except Exception as exc:
             released = 'NOT released (%s): check the allocations of %s' % (
                 exc, ', '.join(self.instance_uuids + sorted(restore)))
+            if ours:
+                released += ' (a reconcile retries in %d s at most)' % (
+                    journal_mod.ttl() +
+                    CONF.nova_sched_ext.preemption_reconcile_interval)
+            self.entry.abandon()
+        else:
+            self.forget()
         LOG.error('Preemption: request %(req)s failed: %(error)s. Hosts: '
                   '%(hosts)s; evicted: %(evicted)s; not evicted: '
                   '%(kept)s; reservation %(released)s.',
@@ -478,12 +636,9 @@ class _Attempt(object):
     def _untouched(self, uuid):
         """A victim whose failed eviction left it as it was."""
         try:
-            server = self.wrapper.evictor.get(uuid)
+            return evictor_mod.untouched(self.wrapper.evictor.get(uuid))
         except evictor_mod.EvictionError:
             return False
-        return server is not None and not server.task_state and \
-            server.status not in ('DELETED', 'SOFT_DELETED', 'SHELVED',
-                                  'SHELVED_OFFLOADED', 'ERROR')
 
     # --- answer -------------------------------------------------------
 
@@ -509,3 +664,15 @@ class PreemptionSchedulerManager(ext_manager.SchedulerManager):
     """The package's manager with preemptible caps and eviction."""
 
     DRIVER_REQUEST_WRAPPERS = ('preemptible_caps', 'eviction')
+
+    def reconcile_evictions(self, context=None):
+        """Roll back now the evictions whose scheduler died.
+
+        :returns: one summary per eviction rolled back (see
+            :mod:`nova_sched_ext.preemption.reconcile`)
+        """
+        done = []
+        for wrapper in self.request_wrappers:
+            if isinstance(wrapper, Eviction):
+                done.extend(wrapper.reconcile(context))
+        return done

@@ -39,6 +39,17 @@ LOG = logging.getLogger(__name__)
 FLAVOR_EXTRA_SPECS_VERSION = '2.47'
 
 
+#: statuses of a server whose room something (an eviction, Nova) took
+TAKEN_STATUSES = ('DELETED', 'SOFT_DELETED', 'SHELVED', 'SHELVED_OFFLOADED',
+                  'ERROR')
+
+
+def untouched(server):
+    """Whether the API shows ``server`` as it was: no task, room held."""
+    return server is not None and not server.task_state and \
+        server.status not in TAKEN_STATUSES
+
+
 class EvictionError(Exception):
     """The Compute API refused or failed an eviction step."""
 

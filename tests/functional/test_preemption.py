@@ -20,16 +20,21 @@ through openstacksdk with an admin token.
 
 import itertools
 import threading
+import time
 
 import fixtures
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
+from nova.tests.functional.api import client as api_client
 from openstack.compute.v2 import _proxy as compute_proxy
 from openstack import exceptions as sdk_exc
+import oslo_messaging as messaging
 
+from nova_sched_ext import coordination
 from nova_sched_ext.offline.harness import fake_hosts
 from nova_sched_ext.preemption import driver
 from nova_sched_ext.preemption import extra_specs
+from nova_sched_ext.preemption import journal
 from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reservation
 from tests.functional import base
@@ -50,11 +55,13 @@ class PreemptionTestBase(base.NUMAFitTestBase):
                   for name in HOSTS)
 
     def setUp(self):
+        # Before Nova's set-up starts a first scheduler: its reconcile
+        # reads the records at once.
+        self.flags(deployment_set_lock_dir=self.useFixture(
+            fixtures.TempDir()).path, group='nova_sched_ext')
         super().setUp()
         self.flags(scheduler_driver='preemption',
                    preemption_wait_timeout=30, preemption_poll_interval=0.05,
-                   deployment_set_lock_dir=self.useFixture(
-                       fixtures.TempDir()).path,
                    group='nova_sched_ext')
         self.useFixture(fixtures.MockPatch(
             'nova_sched_ext.preemption.evictor.load_session',
@@ -433,10 +440,11 @@ class SeveralSchedulersTestBase(PreemptionTestBase):
     SCHEDULERS = 3
 
     def setUp(self):
-        super().setUp()
+        # Before the scheduler starts: its backend is made on first use.
         self.redis = self.useFixture(redis_server.RedisServer())
         self.flags(deployment_set_lock_url=self.redis.url,
                    group='nova_sched_ext')
+        super().setUp()
         endpoint = self.scheduler.manager
         self.managers = [endpoint]
         for _ in range(self.SCHEDULERS - 1):
@@ -474,3 +482,142 @@ class SeveralSchedulersCapsTest(SeveralSchedulersTestBase):
             self.delete_servers(done)
         # Every manager served some of the requests.
         self.assertEqual(set(range(self.SCHEDULERS)), set(self.served_by))
+
+
+class SimulatedCrash(BaseException):
+    """A scheduler dying at a point of an eviction: no handler runs.
+
+    A BaseException: the driver's ``except Exception`` clean-up never
+    sees it, so what is left is what a killed process leaves.
+    """
+
+
+class EvictionCrashTest(PreemptionTestBase):
+    """A scheduler dies mid-eviction; another one's reconcile cleans up.
+
+    The scheduler's RPC endpoint turns the crash into what the conductor
+    gets from a dead scheduler (its call times out) and stops the dead
+    one's heartbeat, so its eviction record runs out.  A second manager
+    object, on the same private redis, reconciles.
+    """
+
+    def setUp(self):
+        # Before the scheduler starts: its backend is made on first use.
+        self.redis = self.useFixture(redis_server.RedisServer())
+        self.flags(deployment_set_lock_url=self.redis.url,
+                   preemption_eviction_ttl=2, group='nova_sched_ext')
+        super().setUp()
+        endpoint = self.scheduler.manager
+        serve = endpoint.select_destinations
+        self.dead_backend = coordination.for_manager(endpoint)
+
+        def select_destinations(*args, **kwargs):
+            try:
+                return serve(*args, **kwargs)
+            except SimulatedCrash as crash:
+                # Dead: no more heartbeats; no answer, so the conductor's
+                # call times out.
+                self.dead_backend.stop()
+                raise messaging.MessagingTimeout(
+                    'the scheduler died at %s' % crash)
+
+        endpoint.select_destinations = select_destinations
+        self.at_point = []
+
+    def crash_at(self, point, nth=1):
+        """Die the ``nth`` time the eviction reaches ``point``."""
+        def inject(name, **details):
+            if name == point:
+                self.at_point.append(details)
+                if len(self.at_point) == nth:
+                    raise SimulatedCrash(name)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_sched_ext.preemption.driver.FAULT_INJECTION', inject))
+
+    def allocations(self, uuid):
+        return self.placement.get('/allocations/%s' % uuid).body[
+            'allocations']
+
+    def crash_then_reconcile(self, point, nth=1):
+        """Boot on a full cloud, die at ``point``; reconcile elsewhere.
+
+        :returns: ``(preemptible servers, the failed server, the
+            reconcile's summary)``
+        """
+        servers = self.fill()
+        self.crash_at(point, nth)
+        results, booted = self.boot('on-demand', ON_DEMAND)
+        failed = booted[0]
+        # The request failed, as after a dead scheduler: no answer.
+        self.assertEqual('ERROR', failed['status'])
+        self.assertIn('MessagingTimeout', failed['fault']['message'])
+        # Its reservation outlived the scheduler.
+        self.assertNotEqual({}, self.allocations(failed['id']))
+        records = self.dead_backend.items(journal.KIND)
+        self.assertEqual(1, len(records))
+        # Another scheduler, once the record ran out.
+        deadline = time.monotonic() + 20
+        while records[0][2] is not None:
+            self.assertLess(time.monotonic(), deadline, records)
+            time.sleep(0.2)
+            records = self.dead_backend.items(journal.KIND)
+        other = driver.PreemptionSchedulerManager()
+        self.addCleanup(other.cleanup_host)
+        done = other.reconcile_evictions(self.ctxt)
+        self.assertEqual(1, len(done), done)
+        summary = done[0]
+        self.assertEqual([failed['id']], summary['released'])
+        self.assertEqual({}, self.allocations(failed['id']))
+        # Nothing left to reconcile, by anyone.
+        self.assertEqual([], coordination.for_manager(other).items(
+            journal.KIND))
+        self.assertEqual([], other.reconcile_evictions(self.ctxt))
+        return servers, failed, summary
+
+    def assertNothingLost(self, servers, summary, victims, deleted):
+        """Deleted victims are gone; the others have their room back."""
+        self.assertEqual(sorted(victims), sorted(
+            summary['restored'] + summary['evicted'] + summary['left']))
+        for uuid in deleted:
+            try:
+                self._wait_until_gone({'id': uuid})
+            except api_client.OpenStackApiNotFoundException:
+                pass
+        left = self.existing(servers)
+        self.assertEqual(len(servers) - len(deleted), len(left))
+        for uuid in set(victims) - set(deleted):
+            self.assertIn(uuid, left)
+            self.assertNotEqual({}, self.allocations(uuid))
+        self.assertPlacementMatchesServers()
+
+    def test_dead_after_the_reservation_before_any_victim(self):
+        servers, failed, summary = self.crash_then_reconcile('reserved')
+        # The victims were never touched: they get their room back.
+        victims = summary['restored']
+        self.assertEqual(2, len(victims))
+        self.assertEqual([], summary['evicted'])
+        self.assertNothingLost(servers, summary, victims, deleted=[])
+
+    def test_dead_between_two_victims(self):
+        servers, failed, summary = self.crash_then_reconcile('evicted')
+        first = self.at_point[0]['victim']
+        # The first one's eviction was sent (the record did not know it
+        # had been accepted: the API says so); the second one is restored.
+        self.assertEqual(1, len(summary['restored']))
+        self.assertNotIn(first, summary['restored'])
+        victims = summary['restored'] + [first]
+        self.assertNothingLost(servers, summary, victims, deleted=[first])
+
+    def test_dead_after_the_last_victim(self):
+        servers, failed, summary = self.crash_then_reconcile('evicted', 2)
+        victims = [details['victim'] for details in self.at_point]
+        self.assertEqual([], summary['restored'])
+        self.assertNothingLost(servers, summary, victims, deleted=victims)
+
+    def test_dead_with_every_victim_gone_before_answering(self):
+        servers, failed, summary = self.crash_then_reconcile('gone')
+        self.assertEqual([], summary['restored'])
+        self.assertEqual(2, len(summary['evicted']))
+        self.assertNothingLost(servers, summary, summary['evicted'],
+                               deleted=summary['evicted'])

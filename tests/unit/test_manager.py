@@ -190,6 +190,16 @@ class TestRequestWrappers(test.NoDBTestCase):
         self.manager.cleanup_host()
         wrapper.stop.assert_called_once_with()
 
+    def test_wrappers_are_started_with_the_service(self):
+        # init_host runs in each worker, after the fork: a wrapper's
+        # threads start there.  One that fails does not stop the others.
+        failing, wrapper = mock.Mock(), mock.Mock()
+        failing.start.side_effect = RuntimeError('no')
+        self.manager.request_wrappers = [failing, object(), wrapper]
+        self.manager.init_host(None)
+        wrapper.start.assert_called_once_with()
+        self.assertIn('failed to start', self.stdlog.logger.output)
+
 
 def import_scheduler_cmd():
     """Import the console script module as the tests run.
@@ -264,6 +274,29 @@ class TestSchedulerCommand(test.NoDBTestCase):
             exc = self.assertRaises(SystemExit, cmd.main)
         self.assertIn("scheduler_driver = 'nope' is not a scheduler "
                       "driver; known: default, preemption", str(exc))
+        serve.assert_not_called()
+
+    def test_a_backend_without_records_stops_the_preemption_driver(self):
+        self.flags(scheduler_driver='preemption',
+                   deployment_set_lock_url='zookeeper://127.0.0.1:2181',
+                   group='nova_sched_ext')
+        cmd = self.cmd
+        with mock.patch.object(cmd, 'parse_args'), \
+                mock.patch.object(cmd.logging, 'setup'), \
+                mock.patch.object(cmd.gmr.TextGuruMeditation,
+                                  'setup_autorun'), \
+                mock.patch.object(host_manager.HostManager,
+                                  '_init_instance_info'), \
+                mock.patch.object(host_manager.HostManager,
+                                  '_init_aggregates'), \
+                mock.patch('nova.service.Service.create',
+                           side_effect=lambda **kw: driver.
+                           PreemptionSchedulerManager()), \
+                mock.patch.object(cmd.service, 'serve') as serve:
+            exc = self.assertRaises(SystemExit, cmd.main)
+        self.assertIn('the coordination backend zookeeper://127.0.0.1:2181 '
+                      '([nova_sched_ext] deployment_set_lock_url) holds locks '
+                      'only', str(exc))
         serve.assert_not_called()
 
     def test_manager_class_path_resolves(self):

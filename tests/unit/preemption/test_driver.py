@@ -20,6 +20,7 @@ of what is sent (placement payloads, notification, selections).
 import datetime
 from unittest import mock
 
+import fixtures
 from nova import context as nova_context
 from nova import exception
 from nova import objects
@@ -80,7 +81,9 @@ class EvictionTestCase(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
+        self.lock_dir = self.useFixture(fixtures.TempDir()).path
         self.flags(preemption_wait_timeout=5, preemption_poll_interval=0.01,
+                   deployment_set_lock_dir=self.lock_dir,
                    group='nova_sched_ext')
         self.context = nova_context.RequestContext(
             'user', 'project', request_id='req-1')
@@ -94,6 +97,7 @@ class EvictionTestCase(test.NoDBTestCase):
         with mock.patch.object(evictor_mod, 'Evictor',
                                return_value=self.evictor):
             self.wrapper = driver.Eviction(self.manager)
+        self.addCleanup(self.wrapper.stop)
         self.may_evict = self.useFixture(fixtures_patch(
             census, 'needs_new_room', return_value=True)).mock
         self.read = self.useFixture(fixtures_patch(
@@ -331,6 +335,15 @@ class TestFailures(EvictionTestCase):
         self.call()
         self.assertEqual(2, self.make_plan.call_count)
         self.reserve.assert_called_once()
+
+    def test_placement_failing_before_the_reservation_evicts_nothing(self):
+        self.use_plan(plan(('h1', [uuids.v1])))
+        self.read.side_effect = reservation.ReservationFailed('503')
+        self.assertRaises(exception.NoValidHost, self.call)
+        self.reserve.assert_not_called()
+        self.evictor.evict.assert_not_called()
+        self.assertIn("reading the victims' allocations failed; nothing "
+                      "was evicted", self.stdlog.logger.output)
 
     def test_a_refused_reservation_evicts_nothing(self):
         self.use_plan(plan(('h1', [uuids.v1])))
