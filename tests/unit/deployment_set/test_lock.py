@@ -175,6 +175,9 @@ class TestSetLocks(LockTestCase):
 
     def test_backend_failure(self):
         locks = lock.SetLocks(url='no-such-driver://x')
+        # A backend found down probes it from a thread until stopped: a
+        # test must not leave one logging into the next tests.
+        self.addCleanup(locks.stop)
         exc = self.assertRaises(lock.LockUnavailable, locks.acquire, SET_A,
                                 1)
         self.assertIsInstance(exc, coordination.BackendUnavailable)
