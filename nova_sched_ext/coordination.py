@@ -141,8 +141,9 @@ class Backend(object):
     ``nova-scheduler`` forks its workers after the manager is built, and
     none of them may cross a fork.
 
-    :param url: a tooz URL; None means :func:`backend_url`, read at each
-        use
+    :param url: a tooz URL; None means :func:`backend_url`, read when the
+        coordinator and the record store are made (first use; again after
+        :meth:`stop`)
     """
 
     def __init__(self, url=None):
