@@ -66,6 +66,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import encodeutils
 from oslo_utils import netutils
+from stevedore import exception as stevedore_exception
 from tooz import coordination
 from tooz import utils as tooz_utils
 
@@ -173,6 +174,9 @@ class Backend(object):
             self._heart_generation = 0
             self._wake = threading.Event()
             self._down_since = None
+            #: why the URL cannot work at all (no such tooz driver): no
+            #: probe can help, and each would log the loader's warning
+            self._unusable = None
 
     @property
     def url(self):
@@ -194,6 +198,8 @@ class Backend(object):
             first = self._down_since is None
             if first:
                 self._down_since = time.monotonic()
+            if isinstance(exc, stevedore_exception.NoMatches):
+                self._unusable = _describe(exc)
         url = safe_url(self.url)
         if first:
             LOG.error('The coordination backend %(url)s failed (%(what)s: '
@@ -235,6 +241,11 @@ class Backend(object):
     def _check_up(self):
         """Fail at once while the backend is down."""
         since = self._down_since
+        if self._unusable:
+            raise BackendUnavailable(
+                'the coordination backend %s cannot be used (%s): fix '
+                '[nova_sched_ext] deployment_set_lock_url and restart'
+                % (safe_url(self.url), self._unusable))
         if since is not None:
             raise BackendUnavailable(
                 'the coordination backend %s has been unreachable for '
@@ -455,6 +466,10 @@ class Backend(object):
                     # Nothing to keep alive: a new use starts a new one.
                     self._heart = None
                     return
+                if self._unusable:
+                    # A configuration error: a restart fixes it, no probe.
+                    self._heart = None
+                    return
             # Cleared first: a wake-up while this beat runs is not lost.
             self._wake.clear()
             if self.down:
@@ -520,6 +535,8 @@ class Backend(object):
             store, self._store = self._store, None
             self._leases.clear()
             self._heart = None
+            # A later use tries afresh.
+            self._down_since = self._unusable = None
             mine = self._pid == os.getpid()
         self._wake.set()
         if coordinator is not None and mine:

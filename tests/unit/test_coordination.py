@@ -17,6 +17,7 @@ backend) and a private ``redis-server``.  Each :class:`Backend` stands
 for one scheduler process.
 """
 
+import logging
 import threading
 import time
 
@@ -159,6 +160,22 @@ class TestBackendChoice(base.TestCase):
         exc = self.assertRaises(coordination.BackendUnsupported,
                                 backend.items, KIND)
         self.assertIn('holds locks only', str(exc))
+
+    def test_a_url_naming_no_driver_is_not_probed(self):
+        # No probe can fix a configuration error, and each one would log
+        # the driver loader's warning: one line, then a clear refusal.
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        backend = coordination.Backend('no-such-driver://x')
+        self.addCleanup(backend.stop)
+        self.assertRaises(coordination.BackendUnavailable, backend.acquire,
+                          ['a'], 1, 'of a')
+        time.sleep(coordination.PROBE_INTERVAL * 2.5)
+        exc = self.assertRaises(coordination.BackendUnavailable,
+                                backend.acquire, ['a'], 1, 'of a')
+        self.assertIn('cannot be used', str(exc))
+        self.assertIn('deployment_set_lock_url and restart', str(exc))
+        self.assertEqual(1, log.output.count('Could not load'), log.output)
+        self.assertIsNone(backend._heart)
 
     def test_urls_in_messages_carry_no_secret(self):
         self.assertEqual(
