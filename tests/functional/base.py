@@ -17,6 +17,8 @@ The services, fake hosts and boot helpers live in
 adds the assertions the tests share.
 """
 
+import itertools
+
 from nova_sched_ext.offline.harness import cloud
 
 NUMA_FIT_FILTER = cloud.NUMA_FIT_FILTER
@@ -54,3 +56,29 @@ class NUMAFitTestBase(cloud.NUMACloudTestBase):
         host_manager = self.scheduler.manager.host_manager
         self.assertNotIn(
             name, [type(f).__name__ for f in host_manager.enabled_filters])
+
+
+def serve_in_turn(endpoint, managers):
+    """Hand each request of the scheduler's RPC endpoint to one of managers.
+
+    Nova's test base runs one scheduler service; with this, its endpoint
+    passes each ``select_destinations`` to ``endpoint`` itself or to one of
+    ``managers`` (manager objects of their own: own request wrappers, own
+    coordination backend connection), in turn, as several scheduler
+    processes behind one RPC topic would serve them.
+
+    :returns: the list of which one served each request (0: ``endpoint``),
+        filled as requests come
+    """
+    targets = [endpoint.select_destinations] + [
+        m.select_destinations for m in managers]
+    turn = itertools.count()
+    served_by = []
+
+    def select_destinations(*args, **kwargs):
+        number = next(turn) % len(targets)
+        served_by.append(number)
+        return targets[number](*args, **kwargs)
+
+    endpoint.select_destinations = select_destinations
+    return served_by

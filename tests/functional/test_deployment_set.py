@@ -38,6 +38,7 @@ from nova_sched_ext import manager
 from nova_sched_ext.offline.harness import cloud
 from nova_sched_ext.offline.harness import fake_hosts
 from tests.functional import base
+from tests import redis_server
 
 RACKS = {'rack-a': ('a1', 'a2'), 'rack-b': ('b1', 'b2'), 'rack-c': ('c1',)}
 LONELY = 'lonely'
@@ -57,6 +58,10 @@ class DeploymentSetTestBase(base.NUMAFitTestBase):
     MANAGER = manager.CLASS_PATH
 
     def setUp(self):
+        # The file locks of the default backend go to a directory of the
+        # test's own, not under $state_path (the installed package).
+        self.flags(deployment_set_lock_dir=self.useFixture(
+            fixtures.TempDir()).path, group='nova_sched_ext')
         super().setUp()
         # Nova's own cap on group members (default 10) must not be what
         # stops a set: the package's cap is under test.
@@ -375,6 +380,29 @@ class ParallelBootsTest(DeploymentSetTestBase):
         # Each request saw the members the ones before it had claimed.
         self.assertEqual(list(range(self.PARALLEL)),
                          sorted(n for _, _, n in self.reads))
+
+
+class ParallelBootsOnRedisTest(ParallelBootsTest):
+    """The same boots served by three managers sharing a private redis.
+
+    Each request goes to one of three scheduler manager objects in turn
+    (each its own lock wrapper and redis connection): only the lock on
+    redis can make them take turns.
+    """
+
+    def setUp(self):
+        self.redis = self.useFixture(redis_server.RedisServer())
+        self.flags(deployment_set_lock_url=self.redis.url,
+                   group='nova_sched_ext')
+        super().setUp()
+        others = [manager.SchedulerManager() for _ in range(2)]
+        for other in others:
+            self.addCleanup(other.cleanup_host)
+        self.served_by = base.serve_in_turn(self.scheduler.manager, others)
+
+    def test_parallel_boots_take_turns_and_spread(self):
+        super().test_parallel_boots_take_turns_and_spread()
+        self.assertEqual({0, 1, 2}, set(self.served_by))
 
 
 class ParallelBootsWithoutLockTest(ParallelBootsTest):

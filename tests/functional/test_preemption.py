@@ -18,7 +18,6 @@ preemption driver, and its evictor reaches the in-process Compute API
 through openstacksdk with an admin token.
 """
 
-import itertools
 import threading
 import time
 
@@ -445,22 +444,12 @@ class SeveralSchedulersTestBase(PreemptionTestBase):
         self.flags(deployment_set_lock_url=self.redis.url,
                    group='nova_sched_ext')
         super().setUp()
-        endpoint = self.scheduler.manager
-        self.managers = [endpoint]
+        others = []
         for _ in range(self.SCHEDULERS - 1):
             manager = driver.PreemptionSchedulerManager()
             self.addCleanup(manager.cleanup_host)
-            self.managers.append(manager)
-        targets = [m.select_destinations for m in self.managers]
-        turn = itertools.count()
-        self.served_by = []
-
-        def select_destinations(*args, **kwargs):
-            number = next(turn) % len(targets)
-            self.served_by.append(number)
-            return targets[number](*args, **kwargs)
-
-        endpoint.select_destinations = select_destinations
+            others.append(manager)
+        self.served_by = base.serve_in_turn(self.scheduler.manager, others)
 
 
 class SeveralSchedulersCapsTest(SeveralSchedulersTestBase):
