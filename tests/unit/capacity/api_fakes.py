@@ -22,6 +22,9 @@ import copy
 import threading
 
 import fixtures
+from oslo_config import cfg
+
+from nova_sched_ext.capacity import api_conf
 
 
 class FakeCapacityError(Exception):
@@ -121,3 +124,26 @@ class FakeCapacity(fixtures.Fixture):
                                         {'m1.small': 9}, 'm1.small', 1, 0,
                                         1))
         return FakeReport(data)
+
+
+class FakeClock:
+    """A clock the test moves by hand: ``clock.now += 30``."""
+
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def make_conf(**overrides):
+    """A ConfigOpts with the capacity service's options, overridden."""
+    conf = cfg.ConfigOpts()
+    # A group of its own: ConfigOpts objects that register one OptGroup
+    # share its overrides.
+    conf.register_group(cfg.OptGroup(api_conf.GROUP_NAME))
+    conf.register_opts(api_conf.ALL_OPTS, group=api_conf.GROUP_NAME)
+    conf([], default_config_files=[])
+    for name, value in overrides.items():
+        conf.set_override(name, value, group=api_conf.GROUP_NAME)
+    return conf

@@ -21,7 +21,6 @@ import threading
 
 import fixtures
 from keystoneauth1 import exceptions as ks_exc
-from oslo_config import cfg
 from oslo_db import exception as db_exc
 import webob
 
@@ -36,27 +35,6 @@ GROUP = api_conf.GROUP_NAME
 ADMIN = {'HTTP_X_IDENTITY_STATUS': 'Confirmed', 'HTTP_X_ROLES': 'reader,admin'}
 
 
-class FakeClock:
-
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-def make_conf(**overrides):
-    conf = cfg.ConfigOpts()
-    # A group of its own: ConfigOpts objects that register one OptGroup
-    # share its overrides.
-    conf.register_group(cfg.OptGroup(GROUP))
-    conf.register_opts(api_conf.ALL_OPTS, group=GROUP)
-    conf([], default_config_files=[])
-    for name, value in overrides.items():
-        conf.set_override(name, value, group=GROUP)
-    return conf
-
-
 class APITestCase(base.TestCase):
 
     def setUp(self):
@@ -64,12 +42,12 @@ class APITestCase(base.TestCase):
         self.core = self.useFixture(api_fakes.FakeCapacity())
         self.log = self.useFixture(fixtures.FakeLogger(
             name='nova_sched_ext.capacity'))
-        self.clock = FakeClock()
+        self.clock = api_fakes.FakeClock()
         self.contexts = []
         self.app = self.make_app()
 
     def make_app(self, check_roles=True, **overrides):
-        return api.CapacityApp(make_conf(**overrides), self._context,
+        return api.CapacityApp(api_fakes.make_conf(**overrides), self._context,
                                check_roles=check_roles, clock=self.clock)
 
     def _context(self):
@@ -355,7 +333,7 @@ class TestWSGI(APITestCase):
             'keystonemiddleware.auth_token.AuthProtocol', FakeAuthToken))
 
     def test_keystone_guards_all_but_the_version_document(self):
-        conf = make_conf()
+        conf = api_fakes.make_conf()
         app = wsgi.build_application(conf, self._context)
         auth, = FakeAuthToken.instances
         self.assertIs(conf, auth.conf['oslo_config_config'])
@@ -376,7 +354,7 @@ class TestWSGI(APITestCase):
         self.assertEqual(3, auth.calls)
 
     def test_noauth_checks_nothing(self):
-        conf = make_conf(auth_strategy='noauth')
+        conf = api_fakes.make_conf(auth_strategy='noauth')
         app = wsgi.build_application(conf, self._context)
         self.assertEqual([], FakeAuthToken.instances)
         self.assertEqual(200, self.get('/v1/capacity', app=app,

@@ -21,7 +21,6 @@ import urllib.request
 import fixtures
 from keystoneauth1 import exceptions as ks_exc
 import nova.conf
-from oslo_config import cfg
 import prometheus_client
 from prometheus_client import parser as prom_parser
 
@@ -31,27 +30,6 @@ from tests import base
 from tests.unit.capacity import api_fakes
 
 GROUP = api_conf.GROUP_NAME
-
-
-class FakeClock:
-
-    def __init__(self):
-        self.now = 500.0
-
-    def __call__(self):
-        return self.now
-
-
-def make_conf(**overrides):
-    conf = cfg.ConfigOpts()
-    # A group of its own: ConfigOpts objects that register one OptGroup
-    # share its overrides.
-    conf.register_group(cfg.OptGroup(GROUP))
-    conf.register_opts(api_conf.ALL_OPTS, group=GROUP)
-    conf([], default_config_files=[])
-    for name, value in overrides.items():
-        conf.set_override(name, value, group=GROUP)
-    return conf
 
 
 def samples(registry):
@@ -72,12 +50,12 @@ class ExporterTestCase(base.TestCase):
         self.core = self.useFixture(api_fakes.FakeCapacity())
         self.log = self.useFixture(fixtures.FakeLogger(
             name='nova_sched_ext.capacity', level=logging.INFO))
-        self.clock = FakeClock()
+        self.clock = api_fakes.FakeClock(500.0)
 
     def make_exporter(self, **overrides):
         self.registry = prometheus_client.CollectorRegistry()
         return exporter.CapacityExporter(
-            make_conf(**overrides), object, registry=self.registry,
+            api_fakes.make_conf(**overrides), object, registry=self.registry,
             clock=self.clock, wall_clock=lambda: 1767225600.0)
 
 
