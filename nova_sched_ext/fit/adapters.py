@@ -342,7 +342,7 @@ def _build(host_state, topology):
     problem = m.host_problem(host)
     if problem is not None:
         raise BadHostValue(problem)
-    return engine.prepare(host)
+    return engine.prepare(host, checked=True)
 
 
 _UNSUPPORTED = engine.prepare(engine.UNSUPPORTED_HOST)

@@ -52,7 +52,7 @@ class PreparedHost(typing.NamedTuple):
 UNSUPPORTED_HOST = m.Host(cells=(), status=m.HOST_UNSUPPORTED)
 
 
-def prepare(host):
+def prepare(host, checked=False):
     """The host with its packed record; HOST_UNSUPPORTED when out of bounds.
 
     Both engines refuse a host outside the bounds of
@@ -61,8 +61,11 @@ def prepare(host):
     unsupported here, once, so that it is answered UNKNOWN on its own
     instead of making a whole request's call fail.  The adapters warn about
     the Nova values behind it.
+
+    ``checked=True`` says the caller has just found ``host_problem(host)``
+    None itself (the adapters do, to warn), so it is not asked twice.
     """
-    if m.host_problem(host) is not None:
+    if not checked and m.host_problem(host) is not None:
         host = UNSUPPORTED_HOST
     return PreparedHost(host, packing.pack_host(host))
 
