@@ -36,12 +36,20 @@ each with cluster choice by ``most-capacity`` and by ``round-robin``
 What is left out, and why: the trace's server groups (affinity,
 anti-affinity, fault domains) are each cluster's scheduler's business,
 not the broker's, so every request is placed on its own; one request is
-one server (the trace has no counts).  The counts are fresh at every
-request: the boot never fails here, so the fallback of
-:mod:`nova_sched_ext.broker.service` is not exercised (the unit tests do
-that).  ``passes`` replays the trace that many times back to back: once,
-the trace asks for less than the hosts hold and every mode places
-nearly everything.
+one server (the trace has no counts).  The fallback here is the
+broker's walk of the candidates (:mod:`nova_sched_ext.broker.service`
+does the real boots and clean-ups, which the unit tests exercise).
+``passes`` replays the trace that many times back to back: once, the
+trace asks for less than the hosts hold and every mode places nearly
+everything.
+
+``refresh`` models the seed's stale numbers: the broker reads each
+cluster's capacity only every ``refresh`` requests (as a capacity API
+serving cached reports would answer) and decides on that picture; a boot
+in a cluster that has no room left for the variant fails (Nova's
+NoValidHost), is counted in ``failed_boots``, and the next candidate is
+tried, at most ``broker.max_attempts`` boots (4) per request.  With
+``refresh`` 1 the counts are fresh and no boot fails.
 """
 
 import dataclasses
@@ -71,6 +79,9 @@ class RunResult:
     placed_vcpus: int = 0
     #: placed with the other NUMA kind than the trace asked for
     converted: int = 0
+    #: boots that found no room (stale capacity), each followed by the
+    #: next candidate
+    failed_boots: int = 0
     #: {cluster: placed}
     by_cluster: dict = dataclasses.field(default_factory=dict)
 
@@ -83,6 +94,7 @@ class RunResult:
                 'chooser': self.chooser, 'requests': self.requests,
                 'placed': self.placed, 'placed_vcpus': self.placed_vcpus,
                 'rejected': self.rejected, 'converted': self.converted,
+                'failed_boots': self.failed_boots,
                 'by_cluster': dict(self.by_cluster)}
 
 
@@ -197,9 +209,17 @@ class SimulatedClusters:
         n = len(self.shapes)
         return [flat[i * n:(i + 1) * n] for i in range(len(models))]
 
-    def view(self, conf, name, variants):
-        """The broker's view of cluster ``name`` (fresh, exact counts)."""
-        totals = self.totals[name]
+    def snapshot(self):
+        """What a capacity read returns now: ``{cluster: totals}``."""
+        return {name: list(totals) for name, totals in self.totals.items()}
+
+    def view(self, conf, name, variants, snapshot=None):
+        """The broker's view of cluster ``name``.
+
+        From ``snapshot`` (an earlier :meth:`snapshot`) if given, else
+        the exact counts of now.
+        """
+        totals = (snapshot or self.totals)[name]
         return planning.ClusterView(
             cluster=conf.clusters[name], image_present=True,
             # the trace has no networks: addresses never run out
@@ -233,7 +253,8 @@ class SimulatedClusters:
         return True
 
 
-def replay(label, hosts, requests, mode, chooser_name, clusters=3):
+def replay(label, hosts, requests, mode, chooser_name, clusters=3,
+           refresh=1):
     """One run: a :class:`RunResult`."""
     by_cluster = split_by_racks(hosts, clusters)
     conf = broker_config_for(list(by_cluster), requests, mode)
@@ -250,17 +271,22 @@ def replay(label, hosts, requests, mode, chooser_name, clusters=3):
                'round-robin': choosers.RoundRobin}[chooser_name](conf)
     result = RunResult(trace=label, mode=mode, chooser=chooser_name,
                        by_cluster={name: 0 for name in by_cluster})
-    for trace_request in requests:
+    snapshot = None
+    for i, trace_request in enumerate(requests):
+        if refresh > 1 and i % refresh == 0:
+            snapshot = world.snapshot()
         result.requests += 1
         request = planning.Request(
             family=trace_request.flavor.name, image='trace',
             network='trace', count=1)
         variants = conf.families[request.family].variants
-        views = {name: world.view(conf, name, variants)
+        views = {name: world.view(conf, name, variants, snapshot)
                  for name in by_cluster}
         plan = planning.plan(conf, request, views, chooser)
-        for candidate in plan.candidates:
-            if world.place(candidate.cluster, candidate.variant.flavor):
+        for candidate in plan.candidates[:conf.max_attempts]:
+            if not world.place(candidate.cluster, candidate.variant.flavor):
+                result.failed_boots += 1
+            else:
                 chooser.placed(candidate)
                 result.placed += 1
                 result.placed_vcpus += trace_request.flavor.vcpus
@@ -275,9 +301,10 @@ def replay(label, hosts, requests, mode, chooser_name, clusters=3):
 def table(results):
     """The runs side by side, one row per trace, mode and chooser."""
     headers = ('trace', 'mode', 'chooser', 'requests', 'placed',
-               'placed vCPUs', 'rejected', 'converted')
+               'placed vCPUs', 'rejected', 'converted', 'failed boots')
     rows = [(r.trace, r.mode, r.chooser, str(r.requests), str(r.placed),
-             str(r.placed_vcpus), str(r.rejected), str(r.converted))
+             str(r.placed_vcpus), str(r.rejected), str(r.converted),
+             str(r.failed_boots))
             for r in results]
     widths = [max(len(h), *(len(row[i]) for row in rows))
               for i, h in enumerate(headers)]

@@ -285,6 +285,10 @@ def parse_args(argv):
     brk.add_argument('--broker-passes', type=_integer(low=1, high=10),
                      metavar='N', help='with --broker: replay each trace N '
                      'times back to back (default 1)')
+    brk.add_argument('--broker-refresh', type=_integer(low=1, high=100000),
+                     metavar='N', help='with --broker: read the clusters\' '
+                     'capacity every N requests only, and decide on that '
+                     'stale picture in between (default 1: fresh)')
     args = parser.parse_args(argv)
     if args.broker:
         for option in ('compare', 'plot', 'sample_every', 'capacity',
@@ -294,7 +298,8 @@ def parse_args(argv):
                              % option.replace('_', '-'))
     else:
         for option, value in (('--broker-clusters', args.broker_clusters),
-                              ('--broker-passes', args.broker_passes)):
+                              ('--broker-passes', args.broker_passes),
+                              ('--broker-refresh', args.broker_refresh)):
             if value:
                 parser.error('%s needs --broker' % option)
     if args.policy and args.compare:
@@ -608,6 +613,7 @@ def run_broker(args, stdout, stderr):
         raise UsageError('--broker-clusters %d: the hosts have %d racks'
                          % (clusters, racks))
     passes = args.broker_passes or 1
+    refresh = args.broker_refresh or 1
     traces = _traces(args, trace, hosts)
     if not traces:
         raise UsageError('--broker needs requests files and there is none '
@@ -624,16 +630,18 @@ def run_broker(args, stdout, stderr):
                     stderr.flush()
                 results.append(broker.replay(
                     label, hosts, list(requests) * passes, mode, chooser,
-                    clusters=clusters))
+                    clusters=clusters, refresh=refresh))
     if args.json:
         stdout.write(json.dumps({
             'hosts': hosts_path, 'clusters': clusters, 'passes': passes,
+            'refresh': refresh,
             'runs': [r.to_dict() for r in results]},
             indent=2, sort_keys=True) + '\n')
     else:
         stdout.write('%d hosts in %d clusters by rack ranges, each trace '
-                     'replayed %d time(s)\n%s\n' % (
-                         len(hosts), clusters, passes,
+                     'replayed %d time(s), capacity read every %d '
+                     'request(s)\n%s\n' % (
+                         len(hosts), clusters, passes, refresh,
                          broker.table(results)))
     return results
 

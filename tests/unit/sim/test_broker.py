@@ -94,6 +94,19 @@ class TestReplay(base.TestCase):
                                'most-capacity', clusters=1)
         self.assertEqual((4, 1), (result.placed, result.rejected))
 
+    def test_stale_capacity_fails_a_boot_and_falls_back(self):
+        hosts = [host('a', '1', (8, 16)), host('b', '2', (4, 8))]
+        requests = [request(i, 2, 4) for i in range(5)]
+        fresh = broker.replay('t', hosts, requests, 'fixed',
+                              'most-capacity', clusters=2)
+        self.assertEqual((5, 0), (fresh.placed, fresh.failed_boots))
+        # read once: cluster-1 takes 4, cluster-2 2; the picture stays
+        # "cluster-1 has the most" and the fifth boot there fails
+        stale = broker.replay('t', hosts, requests, 'fixed',
+                              'most-capacity', clusters=2, refresh=10)
+        self.assertEqual((5, 1), (stale.placed, stale.failed_boots))
+        self.assertEqual({'cluster-1': 4, 'cluster-2': 1}, stale.by_cluster)
+
 
 class TestCommand(base.TestCase):
 
@@ -113,10 +126,11 @@ class TestCommand(base.TestCase):
         rc, out = self.run_main(
             cli.main, '--broker', '--hosts',
             os.path.join(self.tmp, 'hosts.csv'), '--broker-clusters', '2',
-            '--broker-passes', '2', '--json')
+            '--broker-passes', '2', '--broker-refresh', '3', '--json')
         self.assertEqual(0, rc, self.stderr.getvalue())
         report = json.loads(out)
-        self.assertEqual((2, 2), (report['clusters'], report['passes']))
+        self.assertEqual((2, 2, 3), (report['clusters'], report['passes'],
+                                     report['refresh']))
         runs = {(r['mode'], r['chooser']): r for r in report['runs']}
         self.assertEqual(set((m, c) for m in broker.MODES
                              for c in broker.CHOOSERS), set(runs))
