@@ -30,6 +30,8 @@ The rules, each with the reason a failure gives:
   :data:`TOOL_COMMANDS` that still live in ``cmd/``;
 * ``filters/``, ``weighers/`` and ``deployment_set/`` import neither
   ``preemption/`` nor ``manager`` (nor what sits outside those);
+* ``defrag/``, an operator service beside ``capacity/``, imports neither
+  the broker, nor the scheduler manager, nor the offline tools;
 * nothing under ``nova_sched_ext/`` imports ``tests``.
 """
 
@@ -58,7 +60,12 @@ PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
            'nova_sched_ext.deployment_set')
 ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
                  'nova_sched_ext.capacity', 'nova_sched_ext.cmd',
-                 'nova_sched_ext.offline')
+                 'nova_sched_ext.offline', 'nova_sched_ext.defrag')
+
+#: The defragmentation service, and what it must not reach.
+DEFRAG = 'nova_sched_ext.defrag'
+DEFRAG_MAY_NOT_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.manager',
+                         'nova_sched_ext.offline')
 
 
 def within(name, prefixes):
@@ -161,6 +168,10 @@ def _broken_rule(module, name):
     if within(module, PLUGINS) and within(name, ABOVE_PLUGINS):
         return ('filters, weighers and deployment sets are below the '
                 'scheduler manager and preemption: they import neither')
+    if within(module, DEFRAG) and within(name, DEFRAG_MAY_NOT_IMPORT):
+        return ('defrag/ is an operator service beside capacity/: it uses '
+                'fit/, the plugins and capacity/, never %s'
+                % ', '.join(DEFRAG_MAY_NOT_IMPORT))
     return None
 
 
@@ -171,6 +182,7 @@ class TestLayering(base.TestCase):
         # The walk found the package, not an empty directory.
         self.assertIn('nova_sched_ext.fit.engine', modules)
         self.assertIn('nova_sched_ext.offline.sim.replay', modules)
+        self.assertIn('nova_sched_ext.defrag.planner', modules)
         problems = violations(modules)
         self.assertEqual([], problems, '\n'.join(problems))
 
@@ -246,6 +258,22 @@ class TestRules(base.TestCase):
             'nova_sched_ext.preemption.driver',
             'from nova_sched_ext.filters import numa_fit\n'
             'from nova_sched_ext import manager\n'))
+
+    def test_defrag_stays_an_operator_service(self):
+        self.assertRefused('nova_sched_ext.defrag.planner',
+                           'from nova_sched_ext.offline.sim import cloud\n',
+                           'offline/ holds tools')
+        self.assertRefused('nova_sched_ext.defrag.executor',
+                           'from nova_sched_ext import broker\n',
+                           'operator service beside capacity/')
+        self.assertRefused('nova_sched_ext.weighers.numa_slot',
+                           'from nova_sched_ext.defrag import planner\n',
+                           'below the scheduler manager')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.defrag.state',
+            'from nova_sched_ext.capacity import count\n'
+            'from nova_sched_ext.deployment_set import rules\n'
+            'from nova_sched_ext.fit import engine\n'))
 
     def test_no_tests_in_the_package(self):
         self.assertRefused('nova_sched_ext.offline.harness.cloud',
