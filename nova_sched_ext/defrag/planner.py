@@ -47,6 +47,7 @@ import itertools
 import time
 import typing
 
+import numpy
 from oslo_log import log as logging
 
 from nova_sched_ext.defrag import model
@@ -61,12 +62,13 @@ LOG = logging.getLogger(__name__)
 SEARCHES = ('drain', 'greedy')
 #: Valid targets of one instance whose slot loss is counted exactly, the
 #: fullest first (those almost always lose nothing).
-TARGETS_EXAMINED = 24
+TARGETS_EXAMINED = 16
 #: Units of one NUMA cell (prefixes of its smallest instances) kept.
 PREFIXES_PER_CELL = 6
 #: Hosts with more movable instances are drained by cell only.
 MAX_HOST_UNIT = 16
 
+NO_ROOM = 'placement has no room for it'
 NO_GAIN = ('moving it, alone or with the other instances of its host or '
            'NUMA cell, recovers no large-flavor slot')
 
@@ -153,6 +155,64 @@ def fitted_cells(fitted):
     return cells
 
 
+class _FreeRoom(object):
+    """Placement's free VCPU and MEMORY_MB of the hosts in scope, as arrays.
+
+    Asked for every host at every decision: kept as numpy arrays, the
+    hosts the state changed (:attr:`~.state.PlanningState.changed`)
+    refreshed before each answer.  Placement's check itself:
+    ``used + amount <= capacity`` and ``amount <= max_unit``.
+    """
+
+    CLASSES = ('VCPU', 'MEMORY_MB')
+
+    def __init__(self, state, names):
+        self.state = state
+        self.names = list(names)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        n = len(self.names)
+        self.free = {rc: numpy.zeros(n) for rc in self.CLASSES}
+        self.max_unit = {rc: numpy.zeros(n) for rc in self.CLASSES}
+        for i, name in enumerate(self.names):
+            self._refresh(i, name)
+            for rc in self.CLASSES:
+                bounds = state.views[name].capacity.get(rc)
+                self.max_unit[rc][i] = bounds[1] if bounds else -1
+        state.changed.clear()
+
+    def _refresh(self, i, name):
+        view = self.state.views[name]
+        for rc in self.CLASSES:
+            bounds = view.capacity.get(rc)
+            self.free[rc][i] = (bounds[0] - view.usages.get(rc, 0)
+                                if bounds else -1)
+
+    def _update(self):
+        changed = self.state.changed
+        for name in changed:
+            i = self.index.get(name)
+            if i is not None:
+                self._refresh(i, name)
+        changed.clear()
+
+    def hosts_with_room(self, resources):
+        """A boolean array, or None for resources beyond VCPU/MEMORY_MB."""
+        if any(rc not in self.CLASSES for rc, n in resources.items()
+               if n > 0):
+            return None
+        self._update()
+        ok = numpy.ones(len(self.names), dtype=bool)
+        for rc, amount in resources.items():
+            if amount > 0:
+                ok &= (self.free[rc] >= amount) & \
+                    (self.max_unit[rc] >= amount)
+        return ok
+
+    def memory_left(self):
+        self._update()
+        return self.free['MEMORY_MB']
+
+
 class _Unit(typing.NamedTuple):
     host: str
     uuids: tuple
@@ -194,6 +254,7 @@ class Planner(object):
         self.groups = validity.GroupIndex(cloud)
         self._shapes = {}
         self._generation = {}
+        self._room = _FreeRoom(self.state, self.scope_hosts)
 
     # -- the engine's view of an instance -------------------------------------
 
@@ -295,16 +356,18 @@ class Planner(object):
         state = self.state
         refused = {}
         roomy = []
+        room = self._room.hosts_with_room(instance.resources)
         for name in self.scope_hosts:
             if name in excluded:
                 continue
-            view = state.views[name]
-            if view.has_room(instance.resources):
+            if room is None:
+                fits = state.views[name].has_room(instance.resources)
+            else:
+                fits = room[self._room.index[name]]
+            if fits:
                 roomy.append(name)
             else:
-                refused[name] = 'placement has no room: %s' % (
-                    planning_state.room_for(view.host, view.usages,
-                                            instance.resources))
+                refused[name] = NO_ROOM
         shape = self._shape(instance)
         if shape is not None and shape.numa is not None and roomy:
             answers = engine.check_hosts(
@@ -315,16 +378,10 @@ class Planner(object):
                     refused[name] = 'its free NUMA cells cannot hold it'
             roomy = [n for n, answer in zip(roomy, answers)
                      if answer != m.NO]
-        roomy.sort(key=lambda n: (self._leftover(n, instance), n))
+        leftover = self._room.memory_left()
+        index = self._room.index
+        roomy.sort(key=lambda n: (leftover[index[n]], n))
         return roomy, refused
-
-    def _leftover(self, name, instance):
-        view = self.state.views[name]
-        inventory = view.host.inventories.get('MEMORY_MB')
-        if inventory is None:
-            return 0
-        return (inventory.capacity - view.usages.get('MEMORY_MB', 0) -
-                instance.memory_mb)
 
     def valid_targets(self, instance, excluded=(), most=None):
         """``(valid hosts, refused)``: the candidates the rules allow.

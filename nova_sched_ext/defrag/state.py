@@ -35,6 +35,7 @@ only considers) is rolled back exactly (:meth:`PlanningState.mark`,
 """
 
 import collections
+import uuid as uuid_lib
 
 from nova import objects
 from nova.virt import hardware
@@ -45,6 +46,14 @@ from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import pyfit
+
+
+def stable_node_uuid(name):
+    """A UUID for a host name, the same in every run."""
+    return str(uuid_lib.uuid5(_NODE_NAMESPACE, name))
+
+
+_NODE_NAMESPACE = uuid_lib.UUID('4f3c2a1e-6d7b-4e8f-9a0b-1c2d3e4f5a6b')
 
 
 def limits_of(host):
@@ -197,6 +206,8 @@ class PlanningState(object):
                                      dict(host.usages), on_host[name])
                       for name, host in cloud.hosts.items()}
         self._journal = []
+        #: hosts changed since :meth:`take_changed` was last called
+        self.changed = set()
         self.count_all()
 
     # -- slots -------------------------------------------------------------
@@ -395,7 +406,8 @@ class PlanningState(object):
             fits, fitted = self.nova_fit(uuid, view.name)
             return hardware.numa_usage_from_instance_numa(
                 view.topology, fitted) if fits else view.topology
-        return nova_topology, engine.prepare(after), usages
+        # Nova's fit keeps usage within the cells: within the bounds.
+        return nova_topology, engine.prepare(after, checked=True), usages
 
     def apply(self, uuid, target, fitted):
         """Move the instance to ``target`` where Nova fitted it."""
@@ -425,6 +437,7 @@ class PlanningState(object):
             if view is not None:
                 view.prepared = engine_host(view.topology, view.host)
                 view.slots = None
+                self.changed.add(view.name)
         self.count_all()
 
     def mark(self):
@@ -437,7 +450,9 @@ class PlanningState(object):
             dest_name = self.where[uuid]
             if source_name is not None:
                 _restore(self.views[source_name], source_saved)
+                self.changed.add(source_name)
             _restore(self.views[dest_name], dest_saved)
+            self.changed.add(dest_name)
             self.where[uuid] = source_name
             self.placed[uuid] = placed
 
