@@ -32,7 +32,7 @@ class StateError(ValueError):
     """A state file that cannot be used; the message says why."""
 
 
-def _flavor_dict(flavor):
+def flavor_dict(flavor):
     return {'vcpus': flavor.vcpus, 'memory_mb': flavor.memory_mb,
             'numa_nodes': flavor.numa_nodes,
             'extra_specs': [list(kv) for kv in flavor.extra_specs]}
@@ -51,7 +51,7 @@ def from_simulator(simulator, trace_hosts, label):
     for uuid, (host, flavor, topology, group) in sorted(
             simulator.instances.items()):
         entry = {'uuid': uuid, 'host': host.host,
-                 'flavor': _flavor_dict(flavor),
+                 'flavor': flavor_dict(flavor),
                  'cells': _instance_cells(topology)}
         if group is not None:
             _host, _domain, partition = group.members[uuid]
@@ -97,7 +97,8 @@ def trace_hosts(state):
 
 
 def flavor_of(entry):
-    flavor = entry['flavor']
+    """The ``trace.Flavor`` of an instance entry (or a flavor dict)."""
+    flavor = entry.get('flavor', entry)
     return trace.Flavor(vcpus=flavor['vcpus'],
                         memory_mb=flavor['memory_mb'],
                         numa_nodes=flavor['numa_nodes'],
