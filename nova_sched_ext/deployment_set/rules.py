@@ -273,6 +273,16 @@ class Plan(object):
                     % (on_host, self.partition, self.max_per_host))
         return None
 
+    def why_not_host(self, host):
+        """None if a new member may go on ``host`` (a name), else why.
+
+        For callers without ``HostState`` objects (the defragmentation
+        planner): the host's domains come from ``resolve_domains``.
+        """
+        host_load, domain_load = self._load(())
+        return self.why_not(host, self.domains([host])[host], host_load,
+                            domain_load)
+
     def filter(self, host_states, own_hosts, instance_uuid=None):
         """The hosts of ``host_states`` a new member may take.
 

@@ -33,6 +33,8 @@ The rules, each with the reason a failure gives:
 * ``broker/`` sits above Nova: it imports no ``nova`` module, and of the
   package only :data:`BROKER_MAY_IMPORT` (none of which imports Nova);
   nothing but ``offline/`` imports ``broker/``;
+* ``defrag/``, an operator service beside ``capacity/``, imports neither
+  the broker, nor the scheduler manager, nor the offline tools;
 * nothing under ``nova_sched_ext/`` imports ``tests``.
 """
 
@@ -63,7 +65,12 @@ PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
            'nova_sched_ext.deployment_set')
 ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
                  'nova_sched_ext.capacity', 'nova_sched_ext.cmd',
-                 'nova_sched_ext.offline')
+                 'nova_sched_ext.offline', 'nova_sched_ext.defrag')
+
+#: The defragmentation service, and what it must not reach.
+DEFRAG = 'nova_sched_ext.defrag'
+DEFRAG_MAY_NOT_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.manager',
+                         'nova_sched_ext.offline')
 
 #: The broker, above Nova, and what it may import of the package: the
 #: plugin registry and the capacity API's client (and the package
@@ -185,6 +192,10 @@ def _broken_rule(module, name):
     if within(module, PLUGINS) and within(name, ABOVE_PLUGINS):
         return ('filters, weighers and deployment sets are below the '
                 'scheduler manager and preemption: they import neither')
+    if within(module, DEFRAG) and within(name, DEFRAG_MAY_NOT_IMPORT):
+        return ('defrag/ is an operator service beside capacity/: it uses '
+                'fit/, the plugins and capacity/, never %s'
+                % ', '.join(DEFRAG_MAY_NOT_IMPORT))
     return None
 
 
@@ -196,6 +207,7 @@ class TestLayering(base.TestCase):
         self.assertIn('nova_sched_ext.fit.engine', modules)
         self.assertIn('nova_sched_ext.offline.sim.replay', modules)
         self.assertIn('nova_sched_ext.broker.service', modules)
+        self.assertIn('nova_sched_ext.defrag.planner', modules)
         problems = violations(modules)
         self.assertEqual([], problems, '\n'.join(problems))
 
@@ -298,6 +310,26 @@ class TestRules(base.TestCase):
         self.assertEqual([], self.check(
             'nova_sched_ext.offline.sim.broker',
             'from nova_sched_ext.broker import planning\n'))
+
+    def test_defrag_stays_an_operator_service(self):
+        self.assertRefused('nova_sched_ext.defrag.planner',
+                           'from nova_sched_ext.offline.sim import cloud\n',
+                           'offline/ holds tools')
+        self.assertRefused('nova_sched_ext.defrag.executor',
+                           'from nova_sched_ext import manager\n',
+                           'operator service beside capacity/')
+        # The broker's own rule (only the tools import it) says it first.
+        self.assertRefused('nova_sched_ext.defrag.executor',
+                           'from nova_sched_ext import broker\n',
+                           'outermost ring')
+        self.assertRefused('nova_sched_ext.weighers.numa_slot',
+                           'from nova_sched_ext.defrag import planner\n',
+                           'below the scheduler manager')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.defrag.state',
+            'from nova_sched_ext.capacity import count\n'
+            'from nova_sched_ext.deployment_set import rules\n'
+            'from nova_sched_ext.fit import engine\n'))
 
     def test_no_tests_in_the_package(self):
         self.assertRefused('nova_sched_ext.offline.harness.cloud',

@@ -289,10 +289,34 @@ def parse_args(argv):
                      metavar='N', help='with --broker: read the clusters\' '
                      'capacity every N requests only, and decide on that '
                      'stale picture in between (default 1: fresh)')
+    dfg = parser.add_argument_group(
+        'defragmentation (see doc/source/defrag.rst)')
+    dfg.add_argument(
+        '--save-state', metavar='FILE.json',
+        help='after the replay (one requests file, one policy) save its '
+             'end state, for --defrag --state')
+    dfg.add_argument(
+        '--defrag', action='store_true',
+        help='after the replay (or on --state) plan live migrations with '
+             'the defragmentation planner at each --budget and print the '
+             'large-flavor slots they recover, beside greedy single moves, '
+             'the offline repack bound and Watcher\'s VM workload '
+             'consolidation')
+    dfg.add_argument(
+        '--state', metavar='FILE.json',
+        help='with --defrag: plan on this saved end state instead of '
+             'replaying')
+    dfg.add_argument(
+        '--budget', metavar='PCT[,PCT...]', default='1,2,5',
+        help='with --defrag: budgets in percent of the instances (default '
+             '1,2,5)')
+    dfg.add_argument(
+        '--no-watcher', action='store_true',
+        help='with --defrag: leave Watcher\'s strategy out')
     args = parser.parse_args(argv)
     if args.broker:
         for option in ('compare', 'plot', 'sample_every', 'capacity',
-                       'synthetic'):
+                       'synthetic', 'defrag', 'save_state'):
             if getattr(args, option):
                 parser.error('--broker and --%s exclude each other'
                              % option.replace('_', '-'))
@@ -304,6 +328,22 @@ def parse_args(argv):
                 parser.error('%s needs --broker' % option)
     if args.policy and args.compare:
         parser.error('--policy and --compare exclude each other')
+    if (args.state or args.no_watcher) and not args.defrag:
+        parser.error('--state and --no-watcher need --defrag')
+    if args.defrag:
+        try:
+            args.budgets = [float(p) for p in args.budget.split(',')]
+        except ValueError:
+            parser.error('--budget %r is not a list of percentages'
+                         % args.budget)
+        if any(not 0 <= b <= 100 for b in args.budgets):
+            parser.error('--budget %r: each percentage must be between 0 '
+                         'and 100' % args.budget)
+        for option, value in (('--compare', args.compare),
+                              ('--capacity', args.capacity),
+                              ('--plot', args.plot)):
+            if value:
+                parser.error('--defrag and %s exclude each other' % option)
     if args.capacity:
         for option, value in (('--compare', args.compare),
                               ('--plot', args.plot),
@@ -480,6 +520,8 @@ def run(args, stdout=sys.stdout, stderr=sys.stderr):
     user = _user_settings(args, policies)
     if args.capacity:
         return run_capacity(args, conf, presets[0], user, stdout, stderr)
+    if args.defrag and args.state:
+        return run_defrag(args, None, stdout, stderr)
     sample_every = args.sample_every
     if sample_every is None:
         sample_every = 250 if args.plot else 0
@@ -500,6 +542,15 @@ def run(args, stdout=sys.stdout, stderr=sys.stderr):
                     progress=_progress(stderr) if args.progress else None,
                     fast=args.fast, flavors=every_flavor)
                 results.append(simulator.run(requests))
+            if args.save_state or args.defrag:
+                from nova_sched_ext.offline.sim import state as sim_state
+                saved = sim_state.from_simulator(simulator, hosts, label)
+                saved['slot_flavors'] = [
+                    sim_state.flavor_dict(f) for f in flavors]
+                if args.save_state:
+                    sim_state.save(args.save_state, saved)
+                if args.defrag:
+                    return run_defrag(args, saved, stdout, stderr)
         outputs[label] = results
         if not args.json:
             if len(results) == 1:
@@ -532,6 +583,26 @@ def run(args, stdout=sys.stdout, stderr=sys.stderr):
                  for label, results in outputs.items()},
                 indent=2, sort_keys=True) + '\n')
     return outputs
+
+
+def run_defrag(args, saved, stdout, stderr):
+    """--defrag: returns the :class:`~.defrag_report.Report`."""
+    from nova_sched_ext.offline.sim import defrag_report
+    from nova_sched_ext.offline.sim import state as sim_state
+    if saved is None:
+        try:
+            saved = sim_state.load(args.state)
+        except sim_state.StateError as exc:
+            raise UsageError(str(exc))
+
+    def progress(text):
+        if args.progress:
+            stderr.write(text + '\n')
+    report = defrag_report.measure(saved, args.budgets,
+                                   watcher=not args.no_watcher,
+                                   progress=progress)
+    stdout.write((report.to_json() if args.json else report.table()) + '\n')
+    return report
 
 
 def run_capacity(args, conf, preset, user, stdout, stderr):

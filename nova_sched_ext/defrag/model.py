@@ -1,0 +1,180 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The cloud as the defragmentation planner sees it.
+
+Plain data, built by whoever reads the cloud: :mod:`.sources` from Nova's
+cells and placement (as the capacity count reads them), the simulator from
+its replay, the tests by hand.  Nova's own objects are kept where Nova's
+functions must decide (a host's ``NUMATopology`` with the usage of its
+instances, an instance's fitted ``InstanceNUMATopology`` and the
+constraints its flavor gives, ``numa_get_constraints``), and the
+placement inventories in the capacity count's form
+(:class:`nova_sched_ext.capacity.placement.Inventory`).
+"""
+
+import dataclasses
+import typing
+
+#: Why an instance is never moved (:attr:`Instance.unmovable`).
+PCI_DEVICES = 'it has PCI devices (live migration would lose them)'
+
+
+class PlanError(ValueError):
+    """A user error in the planner's input; the message is one line."""
+
+
+@dataclasses.dataclass
+class Host:
+    """One compute node."""
+
+    name: str
+    #: ``objects.NUMATopology`` with the usage of the instances on it
+    numa_topology: typing.Any
+    #: ``{resource class: capacity.placement.Inventory}``
+    inventories: dict
+    #: ``{resource class: used}``
+    usages: dict
+    cpu_allocation_ratio: float = 1.0
+    ram_allocation_ratio: float = 1.0
+    availability_zone: typing.Optional[str] = None
+    #: names of its host aggregates
+    aggregates: frozenset = frozenset()
+    #: ``{key: frozenset(values)}`` of those aggregates' metadata
+    aggregate_metadata: dict = dataclasses.field(default_factory=dict)
+    #: its failure domains (the deployment sets' domain key)
+    failure_domains: frozenset = frozenset()
+    #: None, or why the scheduler does not use it (disabled, down)
+    disabled_reason: typing.Optional[str] = None
+
+
+@dataclasses.dataclass
+class Instance:
+    """One server on a host."""
+
+    uuid: str
+    host: str
+    flavor_name: str
+    vcpus: int
+    memory_mb: int
+    #: ``{resource class: amount}`` of its placement allocation
+    resources: dict
+    #: ``InstanceNUMATopology`` its flavor asks for
+    #: (``numa_get_constraints``), or None: what a move is fitted with
+    requested_topology: typing.Any = None
+    #: ``InstanceNUMATopology`` Nova gave it on its host, or None
+    numa_topology: typing.Any = None
+    project_id: typing.Optional[str] = None
+    #: the server group it is in, if any
+    group: typing.Optional[str] = None
+    #: its ``deployment_set_partition`` (``partition`` strategy)
+    partition: typing.Optional[int] = None
+    preemptible: bool = False
+    #: None, or why it cannot live-migrate (PCI devices, a task state,
+    #: not ACTIVE)
+    unmovable: typing.Optional[str] = None
+    #: aggregate metadata its flavor requires
+    #: (``aggregate_instance_extra_specs:``): ``{key: value}``
+    required_metadata: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ServerGroup:
+    """A server group, or a deployment set (a group with a strategy)."""
+
+    uuid: str
+    policy: str
+    max_server_per_host: int = 1
+    #: ``host``, ``domain`` or ``partition`` for a deployment set
+    deployment_set_strategy: typing.Optional[str] = None
+
+
+@dataclasses.dataclass
+class Cloud:
+    hosts: dict                       # name -> Host
+    instances: dict                   # uuid -> Instance
+    groups: dict = dataclasses.field(default_factory=dict)
+    #: ``[nova_sched_ext] preemptible_max_per_host`` (-1: no cap)
+    preemptible_max_per_host: int = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """The most a plan may move; None: no bound of that kind."""
+
+    max_moves: typing.Optional[int] = None
+    max_ram_mb: typing.Optional[int] = None
+    #: a share of the instances in scope, 0..1
+    max_share: typing.Optional[float] = None
+
+    def __post_init__(self):
+        for name in ('max_moves', 'max_ram_mb'):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise PlanError('the budget %s must not be negative, not %s'
+                                % (name.replace('_', ' '), value))
+        if self.max_share is not None and not 0 <= self.max_share <= 1:
+            raise PlanError('the budget share of instances must be between '
+                            '0 and 100 %%, not %s %%'
+                            % (self.max_share * 100))
+
+    def moves_allowed(self, instances):
+        """The most moves for a scope of ``instances`` instances."""
+        allowed = [self.max_moves] if self.max_moves is not None else []
+        if self.max_share is not None:
+            allowed.append(int(instances * self.max_share))
+        return min(allowed) if allowed else instances
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """Which hosts a plan may touch: all of these that are given."""
+
+    availability_zone: typing.Optional[str] = None
+    aggregate: typing.Optional[str] = None
+    hosts: typing.Optional[frozenset] = None
+
+    def contains(self, host):
+        if self.availability_zone is not None and \
+                host.availability_zone != self.availability_zone:
+            return False
+        if self.aggregate is not None and \
+                self.aggregate not in host.aggregates:
+            return False
+        return self.hosts is None or host.name in self.hosts
+
+    def describe(self):
+        parts = []
+        if self.availability_zone is not None:
+            parts.append('availability zone %s' % self.availability_zone)
+        if self.aggregate is not None:
+            parts.append('aggregate %s' % self.aggregate)
+        if self.hosts is not None:
+            parts.append('hosts %s' % ', '.join(sorted(self.hosts)))
+        return ' and '.join(parts) or 'the whole cloud'
+
+
+@dataclasses.dataclass(frozen=True)
+class NeverMove:
+    """Instances and projects the operator keeps where they are."""
+
+    instances: frozenset = frozenset()
+    projects: frozenset = frozenset()
+
+    def why(self, instance):
+        if instance.uuid in self.instances:
+            return 'it is on the never-move list'
+        if instance.project_id is not None and \
+                instance.project_id in self.projects:
+            return 'its project %s is on the never-move list' % (
+                instance.project_id)
+        return None

@@ -1,0 +1,152 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The executor against a fake Compute API over a replayed cloud.
+
+The fake applies a live migration as Nova would account it (Nova's fit on
+the target) to the saved state the executor reads the cloud from, so the
+executor's re-checks see what each move did.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import types
+
+from nova_sched_ext.defrag import executor
+from nova_sched_ext.defrag import planner
+from nova_sched_ext.defrag import state as planning_state
+from nova_sched_ext.offline.sim import defrag
+from tests.unit.defrag import test_planner
+
+
+class FakeCompute(object):
+
+    def __init__(self, saved, fail_on=()):
+        self.saved = saved
+        self.fail_on = set(fail_on)
+        self.calls = []
+
+    def _entry(self, uuid):
+        return next(e for e in self.saved['instances'] if e['uuid'] == uuid)
+
+    def live_migrate_server(self, uuid, host=None, block_migration=None):
+        self.calls.append((uuid, host))
+        if len(self.calls) in self.fail_on:
+            raise RuntimeError('No valid host was found.\n(fake)')
+        cloud = defrag.cloud_of(self.saved)
+        state = planning_state.PlanningState(cloud, ())
+        fits, fitted = state.nova_fit(uuid, host)
+        assert fits
+        entry = self._entry(uuid)
+        entry['host'] = host
+        entry['cells'] = [{'host_cell': c['host_cell'], 'vcpus': c['vcpus'],
+                           'memory_mb': c['memory_mb']}
+                          for c in planner.fitted_cells(fitted)]
+
+    def get_server(self, uuid):
+        return types.SimpleNamespace(status='ACTIVE', task_state=None,
+                                     compute_host=self._entry(uuid)['host'])
+
+
+class TestExecutor(test_planner.PlannerTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.saved = self.saved(*test_planner.fragmented())
+        self.plan_, self.references = self.plan(self.saved)
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.path = os.path.join(self.dir, 'plan.json')
+        with open(self.path, 'w') as f:
+            json.dump(self.plan_.to_dict(), f)
+
+    def executor(self, compute):
+        return executor.Executor(compute, lambda: defrag.cloud_of(self.saved),
+                                 sleep=lambda s: None)
+
+    def slots(self):
+        return planning_state.PlanningState(
+            defrag.cloud_of(self.saved), self.references).total_slots()
+
+    def test_apply_frees_the_slot_and_resumes(self):
+        compute = FakeCompute(self.saved)
+        moves = executor.load_plan(self.path)
+        outcome = self.executor(compute).apply(moves)
+        self.assertIsNone(outcome.stopped_at)
+        self.assertEqual(2, outcome.moved)
+        self.assertEqual({test_planner.LARGE.name: 1}, self.slots())
+        again = self.executor(compute).apply(moves)
+        self.assertEqual([executor.ALREADY] * 2,
+                         [s.status for s in again.steps])
+        self.assertEqual(2, len(compute.calls))
+
+    def test_dry_run_moves_nothing(self):
+        compute = FakeCompute(self.saved)
+        outcome = self.executor(compute).apply(
+            executor.load_plan(self.path), dry_run=True)
+        self.assertEqual([executor.WOULD] * 2,
+                         [s.status for s in outcome.steps])
+        self.assertEqual([], compute.calls)
+
+    def test_target_filled_meanwhile_is_skipped(self):
+        moves = executor.load_plan(self.path)
+        target = moves[0]['target']
+        # a new 8c16g instance fills the target's free cell meanwhile
+        for entry in self.saved['instances']:
+            if entry['host'] == target:
+                entry['flavor']['vcpus'] = 8
+                entry['flavor']['memory_mb'] = 16384
+                entry['cells'][0]['vcpus'] = 8
+                entry['cells'][0]['memory_mb'] = 16384
+        compute = FakeCompute(self.saved)
+        outcome = self.executor(compute).apply(moves)
+        self.assertEqual(executor.SKIPPED, outcome.steps[0].status)
+        self.assertIn('placement has no room', outcome.steps[0].reason)
+        self.assertEqual([], compute.calls)
+
+    def test_failure_stops_with_earlier_moves_in_place(self):
+        compute = FakeCompute(self.saved, fail_on=[2])
+        moves = executor.load_plan(self.path)
+        outcome = self.executor(compute).apply(moves)
+        self.assertEqual(2, outcome.stopped_at)
+        self.assertEqual([executor.DONE, executor.FAILED],
+                         [s.status for s in outcome.steps])
+        self.assertEqual('the Compute API refused the live migration: No '
+                         'valid host was found. (fake)',
+                         outcome.steps[1].reason)
+        first = compute._entry(moves[0]['instance'])
+        self.assertEqual(moves[0]['target'], first['host'])
+
+    def test_bad_plan_files(self):
+        bad = os.path.join(self.dir, 'bad.json')
+        with open(bad, 'w') as f:
+            f.write('{not json')
+        self.assertRaisesRegex(executor.PlanFileError,
+                               '^plan file .* is not JSON', executor.load_plan,
+                               bad)
+        self.assertRaisesRegex(executor.PlanFileError, '^cannot read plan',
+                               executor.load_plan, bad + '.missing')
+        plan = self.plan_.to_dict()
+        plan['moves'][1]['instance'] = 'no-such-instance'
+        compute = FakeCompute(self.saved)
+        self.assertRaisesRegex(
+            executor.PlanFileError,
+            '^move 2: no instance no-such-instance in the cloud$',
+            self.executor(compute).apply, plan['moves'])
+        plan['moves'][1] = dict(self.plan_.to_dict()['moves'][1],
+                                target='nowhere')
+        self.assertRaisesRegex(
+            executor.PlanFileError, r'^move 2: no host nowhere \(its target\)',
+            self.executor(compute).apply, plan['moves'])
+        self.assertEqual([], compute.calls)

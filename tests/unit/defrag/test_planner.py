@@ -1,0 +1,307 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The defragmentation planner on small replayed clouds.
+
+Each cloud is the end state of a simulator replay (Nova's filters, the
+fit and the claim), saved as ``nova-sched-ext-sim --save-state`` saves it,
+so the instances sit where Nova put them, in the cells Nova gave them.
+Every plan is then replayed move by move on a fresh copy with Nova's
+``numa_fit_instance_to_host`` and the rules
+(:func:`nova_sched_ext.offline.sim.defrag.check_plan`): the oracle.
+"""
+
+import random
+
+from nova_sched_ext.defrag import model
+from nova_sched_ext.defrag import planner
+from nova_sched_ext.defrag import state as planning_state
+from nova_sched_ext.defrag import validity
+from nova_sched_ext.offline.sim import cloud as sim_cloud
+from nova_sched_ext.offline.sim import defrag
+from nova_sched_ext.offline.sim import state as sim_state
+from nova_sched_ext.offline.sim import trace
+from tests.unit.sim import base
+
+GB = base.GB
+LARGE = trace.Flavor(16, 32 * GB, 2)
+
+
+class PlannerTestCase(base.SimTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.preset('nova-default')
+
+    def saved(self, hosts, requests):
+        _result, _placements, simulator = self.replay(hosts, requests)
+        return sim_state.from_simulator(simulator, hosts, 'test')
+
+    def plan(self, saved, flavors=(LARGE,), **kwargs):
+        references = defrag.reference_flavors(flavors)
+        cloud = defrag.cloud_of(saved)
+        result = planner.Planner(cloud, references, **kwargs).plan()
+        self.assertEqual([], defrag.check_plan(saved, references, result))
+        return result, references
+
+    def recount(self, saved, references, plan):
+        """Slots after the plan's moves, counted from scratch."""
+        for entry in saved['instances']:
+            for move in plan.moves:
+                if move.instance == entry['uuid']:
+                    entry['host'] = move.target
+                    entry['cells'] = [
+                        {'host_cell': c['host_cell'], 'vcpus': c['vcpus'],
+                         'memory_mb': c['memory_mb']} for c in move.cells]
+        return planning_state.PlanningState(
+            defrag.cloud_of(saved), references).total_slots()
+
+
+def fragmented():
+    """Two hosts of two 8-vCPU/16 GB cells, spread by Nova's weighers.
+
+    Four 4c8g instances, two per host; a 16c32g two-cell flavor (8 vCPUs
+    per cell) fits nowhere until two of them move onto the other host.
+    """
+    hosts = [base.host('h1', '0', (8, 16), (8, 16)),
+             base.host('h2', '1', (8, 16), (8, 16))]
+    requests = [base.request(i, 4, 8) for i in range(4)]
+    return hosts, requests
+
+
+class TestDrain(PlannerTestCase):
+
+    def test_two_moves_free_a_host(self):
+        saved = self.saved(*fragmented())
+        result, references = self.plan(saved)
+        self.assertEqual({LARGE.name: 0}, result.slots_before)
+        self.assertEqual({LARGE.name: 1}, result.slots_after)
+        self.assertEqual(2, len(result.moves))
+        self.assertEqual(1, len({m.source for m in result.moves}))
+        self.assertEqual(result.slots_after,
+                         self.recount(saved, references, result))
+        # per move: the second one frees the host
+        self.assertEqual([0, 1], [m.slots_recovered[LARGE.name]
+                                  for m in result.moves])
+        for move in result.moves:
+            self.assertEqual(1, len(move.cells))
+            self.assertEqual(4, move.cells[0]['vcpus'])
+
+    def test_greedy_finds_nothing_where_draining_does(self):
+        saved = self.saved(*fragmented())
+        result, _refs = self.plan(saved, search='greedy')
+        self.assertEqual([], result.moves)
+        self.assertEqual(4, len(result.left_alone))
+        self.assertIn('recovers no large-flavor slot',
+                      set(result.left_alone.values()).pop())
+
+    def test_budget_of_one_move_is_not_enough(self):
+        saved = self.saved(*fragmented())
+        result, _refs = self.plan(saved, budget=model.Budget(max_moves=1))
+        self.assertEqual([], result.moves)
+        self.assertTrue(any('budget' in why
+                            for why in result.left_alone.values()))
+
+    def test_ram_budget(self):
+        saved = self.saved(*fragmented())
+        result, _refs = self.plan(
+            saved, budget=model.Budget(max_ram_mb=16 * GB))
+        self.assertEqual(2, len(result.moves))
+        result, _refs = self.plan(
+            saved, budget=model.Budget(max_ram_mb=16 * GB - 1))
+        self.assertEqual([], result.moves)
+
+    def test_never_move(self):
+        saved = self.saved(*fragmented())
+        keep = {e['uuid'] for e in saved['instances'] if e['host'] == 'h1'}
+        result, _refs = self.plan(
+            saved, never_move=model.NeverMove(instances=frozenset(keep)))
+        self.assertEqual({'h2'}, {m.source for m in result.moves})
+        for uuid in keep:
+            self.assertEqual('it is on the never-move list',
+                             result.left_alone[uuid])
+
+    def test_scope(self):
+        saved = self.saved(*fragmented())
+        result, _refs = self.plan(
+            saved, scope=model.Scope(hosts=frozenset(['h1'])))
+        # nowhere to go inside the scope
+        self.assertEqual([], result.moves)
+        self.assertEqual(2, result.instances_in_scope)
+        self.assertRaisesRegex(
+            model.PlanError, r'^the scope \(hosts nope\) matches no host$',
+            planner.Planner, defrag.cloud_of(saved),
+            defrag.reference_flavors([LARGE]),
+            scope=model.Scope(hosts=frozenset(['nope'])))
+
+    def test_negative_budget(self):
+        self.assertRaisesRegex(
+            model.PlanError, 'the budget max moves must not be negative',
+            model.Budget, max_moves=-1)
+        self.assertRaisesRegex(
+            model.PlanError, 'between 0 and 100',
+            model.Budget, max_share=-0.01)
+
+    def test_anti_affinity_keeps_members_apart(self):
+        hosts, _requests = fragmented()
+        requests = [base.request(i, 4, 8, strategy=trace.ANTI_AFFINITY,
+                                 group='g') for i in range(2)]
+        requests += [base.request(2 + i, 4, 8) for i in range(2)]
+        saved = self.saved(hosts, requests)
+        self.assertEqual(2, len({e['host'] for e in saved['instances']
+                                 if 'group' in e}))
+        result, _refs = self.plan(saved)
+        self.assertEqual([], result.moves)
+        members = [e['uuid'] for e in saved['instances'] if 'group' in e]
+        for uuid in members:
+            self.assertIn('anti-affinity group', result.left_alone[uuid])
+
+    def test_affinity_members_stay(self):
+        hosts, _requests = fragmented()
+        requests = [base.request(i, 4, 8, strategy=trace.AFFINITY,
+                                 group='g') for i in range(2)]
+        requests += [base.request(2 + i, 4, 8) for i in range(2)]
+        saved = self.saved(hosts, requests)
+        result, _refs = self.plan(saved)
+        for entry in saved['instances']:
+            if 'group' in entry:
+                self.assertIn('moves together',
+                              result.left_alone[entry['uuid']])
+        # the two others can still be moved onto the group's host
+        self.assertEqual(1, sum(result.slots_recovered.values()))
+
+    def test_deployment_set_domains(self):
+        # members of partitions 0 and 1 never share a rack: h3 (rack 1)
+        # holds partition 1, so partition 0's member cannot go there
+        hosts = [base.host('h1', '0', (8, 16), (8, 16)),
+                 base.host('h2', '1', (8, 16), (8, 16))]
+        requests = [base.request(0, 4, 8, strategy=trace.FAULT_DOMAIN,
+                                 group='g', domain=0),
+                    base.request(1, 4, 8, strategy=trace.FAULT_DOMAIN,
+                                 group='g', domain=1),
+                    base.request(2, 4, 8), base.request(3, 4, 8)]
+        saved = self.saved(hosts, requests)
+        result, _refs = self.plan(saved)
+        self.assertEqual([], result.moves)
+        for entry in saved['instances']:
+            if 'group' in entry:
+                self.assertIn('deployment set',
+                              result.left_alone[entry['uuid']])
+
+
+class TestRandomized(PlannerTestCase):
+    """Random clouds and budgets.
+
+    Every plan valid in order (the oracle), its slots those counted from
+    scratch, never worse than greedy.
+    """
+
+    def random_case(self, rng):
+        hosts = []
+        for n in range(rng.randint(4, 8)):
+            cells = [(rng.choice((8, 12, 16, 24)), rng.choice((16, 32, 48)))
+                     for _c in range(rng.choice((1, 2, 2)))]
+            hosts.append(base.host('h%d' % n, str(n % 3), *cells))
+        requests = []
+        for seq in range(rng.randint(6, 20)):
+            vcpus = rng.choice((1, 2, 4, 4, 8))
+            strategy, group, domain = trace.NONE, '', None
+            roll = rng.random()
+            if roll < 0.15:
+                strategy, group = trace.ANTI_AFFINITY, 'a%d' % rng.randint(
+                    0, 1)
+            elif roll < 0.3:
+                strategy, group = trace.FAULT_DOMAIN, 'f0'
+                domain = rng.randint(0, 2)
+            requests.append(base.request(
+                seq, vcpus, vcpus * rng.choice((1, 2, 4)),
+                numa=rng.choice((1, 1, 2)) if vcpus % 2 == 0 else 1,
+                strategy=strategy, group=group, domain=domain))
+        return hosts, requests
+
+    def test_random_clouds(self):
+        rng = random.Random(1604)
+        flavors = (trace.Flavor(16, 32 * GB, 2), trace.Flavor(8, 16 * GB, 1))
+        plans = 0
+        for _case in range(10):
+            saved = self.saved(*self.random_case(rng))
+            if not saved['instances']:
+                continue
+            budget = model.Budget(max_moves=rng.choice((None, 1, 2, 4)))
+            result, refs = self.plan(saved, flavors, budget=budget)
+            greedy, _refs = self.plan(saved, flavors, budget=budget,
+                                      search='greedy')
+            plans += 1
+            self.assertEqual(result.slots_after,
+                             self.recount(saved, refs, result))
+            total = sum(result.slots_recovered.values())
+            self.assertEqual(total, sum(sum(m.slots_recovered.values())
+                                        for m in result.moves))
+            self.assertGreaterEqual(total, 0)
+            self.assertGreaterEqual(total,
+                                    sum(greedy.slots_recovered.values()))
+            if budget.max_moves is not None:
+                self.assertLessEqual(len(result.moves), budget.max_moves)
+            moved = [m.instance for m in result.moves]
+            self.assertEqual(len(moved), len(set(moved)))
+            in_scope = {e['uuid'] for e in saved['instances']}
+            self.assertEqual(in_scope, set(moved) | set(result.left_alone))
+        self.assertGreater(plans, 6)
+
+
+class TestEngineWithout(PlannerTestCase):
+    """The what-if at the engine's level is Nova's free, field for field."""
+
+    def test_equals_nova(self):
+        saved = self.saved(*fragmented())
+        cloud = defrag.cloud_of(saved)
+        state = planning_state.PlanningState(
+            cloud, defrag.reference_flavors([LARGE]))
+        from nova.virt import hardware
+        for uuid, instance in cloud.instances.items():
+            view = state.views[instance.host]
+            ours = planning_state.engine_without(view.prepared.model,
+                                                 instance.numa_topology)
+            nova = planning_state.engine_host(
+                hardware.numa_usage_from_instance_numa(
+                    view.topology, instance.numa_topology, free=True),
+                view.host).model
+            self.assertEqual(nova, ours)
+
+
+class TestRules(PlannerTestCase):
+
+    def test_reasons(self):
+        saved = self.saved(*fragmented())
+        cloud = defrag.cloud_of(saved)
+        cloud.hosts['h2'].disabled_reason = 'disabled'
+        state = planning_state.PlanningState(
+            cloud, defrag.reference_flavors([LARGE]))
+        groups = validity.GroupIndex(cloud)
+        on_h1 = [i for i in cloud.instances.values() if i.host == 'h1']
+        self.assertEqual('it is disabled', validity.why_not_target(
+            state, on_h1[0], 'h2', groups))
+        self.assertEqual("it is the instance's own host",
+                         validity.why_not_target(state, on_h1[0], 'h1',
+                                                 groups))
+        self.assertEqual('its host h2 is disabled', validity.why_unmovable(
+            state, [i for i in cloud.instances.values()
+                    if i.host == 'h2'][0], model.NeverMove(), groups))
+        cloud.hosts['h2'].disabled_reason = None
+        big = on_h1[0]
+        big.resources = dict(big.resources, MEMORY_MB=20 * GB)
+        self.assertIn('placement has no room: placement has 16384 free of '
+                      'MEMORY_MB', validity.why_not_target(
+                          state, big, 'h2', groups))
+
+
+__all__ = ['sim_cloud']
