@@ -638,8 +638,10 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
         faults.rules('compute', [{'method': 'DELETE',
                                   'path_prefix': '/v2.1/servers/',
                                   'status': 500, 'count': 1}])
-    before = {b.id for b in cloud.servers.values()
-              if b.flavor is spot and b.status == 'ACTIVE'}
+    # The preemptible servers there now (earlier rounds evicted some).
+    present = cloud.list_servers()
+    before = {b.id for b in cloud.servers.values() if b.flavor is spot and
+              present.get(b.id, {}).get('status') == 'ACTIVE'}
     [boot] = cloud.wait_final(cloud.boot_many([(double, zone, None)]))
     fired = not os.path.exists(faults.path('kill-at'))
     killed = ''
@@ -651,6 +653,8 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
     faults.rules('compute', [])
     now = cloud.list_servers()
     evicted = sorted(before - set(now))
+    for victim in evicted:
+        cloud.servers[victim].status = 'EVICTED'
     log('round %s: on-demand boot %s %s%s; victims evicted: %d of %d; '
         'killed: %s', name, boot.id[:8], boot.status,
         ' (%s)' % boot.fault[:90] if boot.fault else '', len(evicted),
