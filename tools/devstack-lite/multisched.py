@@ -475,8 +475,14 @@ def rate(label, boots):
 
 
 def outcome(boots):
+    """``12 ACTIVE, 2 ERROR (2 x No valid host ...)``"""
     counts = collections.Counter(b.status for b in boots)
-    return ', '.join('%d %s' % (n, s) for s, n in sorted(counts.items()))
+    faults = collections.Counter(b.fault[:100] for b in boots if b.fault)
+    text = ', '.join('%d %s' % (n, s) for s, n in sorted(counts.items()))
+    if faults:
+        text += ' (%s)' % '; '.join('%d x %s' % (n, f) for f, n in
+                                    faults.most_common())
+    return text
 
 
 # --- the burst -----------------------------------------------------------
