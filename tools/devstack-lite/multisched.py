@@ -628,6 +628,9 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
             cloud.delete(boot.id)
     wait_deleted(cloud)
     top_up(cloud, hosts, spot, zone)
+    # A cap may refuse a refill early (coordination doc): then a host has
+    # room for one already, and the eviction needs one victim there.
+    full = all(cloud.free_ram(rp) < spot['ram'] for rp in hosts.values())
     double = cloud.flavor(ram=spot['ram'] * 2)
     kill = {'kill-reserved': 'reserved', 'kill-between': 'evicted',
             'kill-gone': 'gone'}.get(name)
@@ -673,7 +676,8 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
     # The request fails either way: a dead scheduler never answers (the
     # conductor's call times out), a refused reservation or eviction ends
     # in NoValidHost. How many victims are gone says where it stopped.
-    expected_evicted = {'kill-between': 1, 'kill-gone': 2}.get(name, 0)
+    expected_evicted = {'kill-between': {1},
+                        'kill-gone': {2} if full else {1, 2}}.get(name, {0})
     if boot.status != 'ERROR':
         log('round %s: the on-demand boot ended %s, not ERROR', name,
             boot.status)
@@ -682,9 +686,12 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
         log('round %s: the on-demand boot failed with %r, not NoValidHost',
             name, boot.fault)
         failed += 1
-    if len(evicted) != expected_evicted:
-        log('round %s: %d victim(s) evicted, not %d', name, len(evicted),
-            expected_evicted)
+    if not full:
+        log('round %s: the cloud is not full (a refill was refused early), '
+            'so the eviction needs one victim fewer', name)
+    if len(evicted) not in expected_evicted:
+        log('round %s: %d victim(s) evicted, not %s', name, len(evicted),
+            ' or '.join(map(str, sorted(expected_evicted))))
         failed += 1
     if kill:
         faults.wait_all_up()
