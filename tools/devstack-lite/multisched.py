@@ -628,10 +628,16 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
             cloud.delete(boot.id)
     wait_deleted(cloud)
     top_up(cloud, hosts, spot, zone)
-    # A cap may refuse a refill early (coordination doc): then a host has
-    # room for one already, and the eviction needs one victim there.
-    full = all(cloud.free_ram(rp) < spot['ram'] for rp in hosts.values())
+    # A cap may refuse a refill early (coordination doc): on-demand
+    # servers of the same size take the room left, so that the boot below
+    # still needs two victims on one host.
     double = cloud.flavor(ram=spot['ram'] * 2)
+    filler = cloud.flavor(ram=spot['ram'])
+    left = sum(cloud.free_ram(rp) // spot['ram'] for rp in hosts.values())
+    if left:
+        log('round %s: %d on-demand server(s) fill the room the caps left',
+            name, left)
+        cloud.wait_final(cloud.boot_many([(filler, zone, None)] * left))
     kill = {'kill-reserved': 'reserved', 'kill-between': 'evicted',
             'kill-gone': 'gone'}.get(name)
     faults.remove('killed')
@@ -677,7 +683,7 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
     # conductor's call times out), a refused reservation or eviction ends
     # in NoValidHost. How many victims are gone says where it stopped.
     expected_evicted = {'kill-between': {1},
-                        'kill-gone': {2} if full else {1, 2}}.get(name, {0})
+                        'kill-gone': {2}}.get(name, {0})
     if boot.status != 'ERROR':
         log('round %s: the on-demand boot ended %s, not ERROR', name,
             boot.status)
@@ -686,9 +692,6 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
         log('round %s: the on-demand boot failed with %r, not NoValidHost',
             name, boot.fault)
         failed += 1
-    if not full:
-        log('round %s: the cloud is not full (a refill was refused early), '
-            'so the eviction needs one victim fewer', name)
     if len(evicted) not in expected_evicted:
         log('round %s: %d victim(s) evicted, not %s', name, len(evicted),
             ' or '.join(map(str, sorted(expected_evicted))))
