@@ -20,11 +20,14 @@
 #                    services' file and register the capacity API in
 #                    keystone
 # stack extra        run n-sch as nova-sched-ext-scheduler when a feature
-#                    that needs it is enabled; for test clouds, restart the
+#                    that needs it is enabled, and with
+#                    NOVA_SCHED_EXT_SCHEDULERS > 1 more of them (n-sch-2,
+#                    ...); for test clouds, restart the
 #                    fake computes on the fake NUMA virt driver; start the
 #                    enabled capacity services
 # stack test-config  write tempest's [nova_sched_ext] options
-# unstack            stop the capacity services and take the package's
+# unstack            stop the extra schedulers and the capacity services
+#                    and take the package's
 #                    settings out of the configuration
 # clean              the same, and uninstall the package
 #
@@ -45,7 +48,7 @@ NOVA_SCHED_EXT_EVICTOR_AUTH_KEYS="auth_type auth_url username password
 user_domain_name project_name project_domain_name cafile"
 # Plugin variables that are not [nova_sched_ext] options.
 NOVA_SCHED_EXT_CONTROL_VARIABLES="DIR FILTERS WEIGHT_CLASSES PREEMPTION
-DEPLOYMENT_SET_LOCKING SCHEDULER FAKE_VIRT FAKE_NUMA_TOPOLOGIES
+DEPLOYMENT_SET_LOCKING SCHEDULER SCHEDULERS SCHEDULER_LAUNCHER FAKE_VIRT FAKE_NUMA_TOPOLOGIES
 CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE
 AVAILABLE_FILTERS NOVA_AVAILABLE_FILTERS NOVA_WEIGHT_CLASSES
 EVICTOR_SECTION EVICTOR_AUTH_KEYS CONTROL_VARIABLES
@@ -89,6 +92,36 @@ function _nova_sched_ext_own_scheduler {
                 "auto, True or False, not '$NOVA_SCHED_EXT_SCHEDULER'"
             ;;
     esac
+}
+
+# The services of the package's schedulers, one a line: n-sch, n-sch-2 ...
+# n-sch-$NOVA_SCHED_EXT_SCHEDULERS.
+function _nova_sched_ext_scheduler_services {
+    local i
+    echo n-sch
+    for i in $(seq 2 "$NOVA_SCHED_EXT_SCHEDULERS"); do
+        echo "n-sch-$i"
+    done
+}
+
+# The command line of each of the package's schedulers.
+function nova_sched_ext_scheduler_command {
+    echo "${NOVA_SCHED_EXT_SCHEDULER_LAUNCHER:+$NOVA_SCHED_EXT_SCHEDULER_LAUNCHER }$NOVA_BIN_DIR/nova-sched-ext-scheduler --config-file $NOVA_CONF"
+}
+
+# Stop unless NOVA_SCHED_EXT_SCHEDULERS is a number the plugin can run.
+function _nova_sched_ext_check_schedulers {
+    if [[ ! "$NOVA_SCHED_EXT_SCHEDULERS" =~ ^[1-9][0-9]*$ ]]; then
+        die $LINENO "nova-sched-ext: NOVA_SCHED_EXT_SCHEDULERS must be a" \
+            "whole number of 1 or more, not '$NOVA_SCHED_EXT_SCHEDULERS'"
+    fi
+    if [[ "$NOVA_SCHED_EXT_SCHEDULERS" -gt 1 ]] && \
+            ! _nova_sched_ext_own_scheduler; then
+        die $LINENO "nova-sched-ext: NOVA_SCHED_EXT_SCHEDULERS=" \
+            "$NOVA_SCHED_EXT_SCHEDULERS runs nova-sched-ext-scheduler" \
+            "processes, but n-sch runs nova-scheduler here (set" \
+            "NOVA_SCHED_EXT_SCHEDULER=True or enable a feature that needs it)"
+    fi
 }
 
 # Drop the words of $2 (comma- or space-separated) from the comma-separated
@@ -249,12 +282,27 @@ function start_nova_sched_ext_scheduler {
     if ! is_service_enabled n-sch || ! _nova_sched_ext_own_scheduler; then
         return 0
     fi
-    echo_summary "Running n-sch as nova-sched-ext-scheduler"
-    # lib/nova has started nova-scheduler; the service keeps its name so
-    # that everything that looks for n-sch still finds it.
+    echo_summary "Running n-sch as $NOVA_SCHED_EXT_SCHEDULERS" \
+        "nova-sched-ext-scheduler process(es)"
+    # lib/nova has started nova-scheduler; the first service keeps its name
+    # so that everything that looks for n-sch still finds it. The others
+    # share the RPC topic: each request goes to one of them.
     stop_process n-sch
-    run_process n-sch \
-        "$NOVA_BIN_DIR/nova-sched-ext-scheduler --config-file $NOVA_CONF"
+    local service
+    for service in $(_nova_sched_ext_scheduler_services); do
+        enable_service "$service"
+        run_process "$service" "$(nova_sched_ext_scheduler_command)"
+    done
+}
+
+# lib/nova stops n-sch; the other schedulers are the plugin's.
+function stop_nova_sched_ext_schedulers {
+    local service
+    for service in $(_nova_sched_ext_scheduler_services); do
+        if [[ "$service" != n-sch ]]; then
+            stop_process "$service"
+        fi
+    done
 }
 
 # The capacity services read nova.conf (databases, [placement],
@@ -429,6 +477,7 @@ if [[ "$1" == "stack" ]]; then
             ;;
         post-config)
             echo_summary "Configuring nova-sched-ext"
+            _nova_sched_ext_check_schedulers
             configure_nova_sched_ext
             check_nova_sched_ext_config
             if is_service_enabled nse-capacity-api nse-capacity-exporter; then
@@ -457,11 +506,13 @@ if [[ "$1" == "stack" ]]; then
 fi
 
 if [[ "$1" == "unstack" ]]; then
+    stop_nova_sched_ext_schedulers
     stop_nova_sched_ext_capacity
     unconfigure_nova_sched_ext
 fi
 
 if [[ "$1" == "clean" ]]; then
+    stop_nova_sched_ext_schedulers
     stop_nova_sched_ext_capacity
     unconfigure_nova_sched_ext
     pip_uninstall nova-sched-ext

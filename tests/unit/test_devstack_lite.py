@@ -17,9 +17,15 @@ The plugin's capacity phases run against them for real in devstack-lite;
 these tests pin what they write and the command that serves the result.
 """
 
+import http.client
+import http.server
 import importlib.util
+import json
 import os
+import re
+import signal
 import subprocess
+import threading
 
 import fixtures
 
@@ -127,3 +133,246 @@ class LiteFunctionsTest(base.TestCase):
             f.write('[uwsgi]\nhttp-socket = :1\nmount = /a=a:b\n')
         self.assertRaises(ValueError, uwsgi.gunicorn_command,
                           self._ini(), 'gunicorn')
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(
+        'lite_' + name, os.path.join(LITE, name + '.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+launcher = _load('scheduler_launcher')
+fault_proxy = _load('fault_proxy')
+
+
+class SchedulerLauncherTest(base.TestCase):
+    """The kill hook: one scheduler dies, at the point named, and says so."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.kill = self.useFixture(fixtures.MockPatchObject(
+            launcher.os, 'killpg')).mock
+        self.hook = launcher.kill_hook(self.dir)
+
+    def _arm(self, point):
+        with open(os.path.join(self.dir, 'kill-at'), 'w') as f:
+            f.write(point + '\n')
+
+    def test_nothing_armed_kills_nothing(self):
+        self.hook('reserved')
+        self.kill.assert_not_called()
+
+    def test_another_point_kills_nothing(self):
+        self._arm('gone')
+        self.hook('reserved')
+        self.hook('evicted', victim='v1')
+        self.kill.assert_not_called()
+        self.assertTrue(os.path.exists(os.path.join(self.dir, 'kill-at')))
+
+    def test_the_point_kills_once(self):
+        self._arm('evicted')
+        self.hook('evicted', victim='v1')
+        self.kill.assert_called_once_with(os.getpgid(0), signal.SIGKILL)
+        with open(os.path.join(self.dir, 'killed')) as f:
+            self.assertEqual('evicted %d v1\n' % os.getpid(), f.read())
+        # The file is taken: another scheduler at the same point lives.
+        launcher.kill_hook(self.dir)('evicted', victim='v2')
+        self.assertEqual(1, self.kill.call_count)
+
+    def test_only_the_scheduler_command(self):
+        self.assertRaises(SystemExit, launcher.parse,
+                          ['--faults', self.dir, '--', '/bin/sh', '-c', 'x'])
+        self.assertRaises(SystemExit, launcher.parse,
+                          ['--faults', self.dir, 'nova-sched-ext-scheduler'])
+        args, command = launcher.parse(
+            ['--faults', self.dir, '--config-file', 'a.conf', '--',
+             '/venv/bin/nova-sched-ext-scheduler', '--config-file', 'n'])
+        self.assertEqual(['a.conf'], args.config_file)
+        self.assertEqual(['/venv/bin/nova-sched-ext-scheduler',
+                          '--config-file', 'n'], command)
+
+
+class FaultProxyTest(base.TestCase):
+    """Rules fail the requests they match, as often as they say."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.rules_path = os.path.join(self.dir, 'rules.json')
+        self.rules = fault_proxy.Rules(self.rules_path)
+
+    def _write(self, rules):
+        with open(self.rules_path, 'w') as f:
+            json.dump(rules, f)
+
+    def test_no_file_no_fault(self):
+        self.assertIsNone(self.rules.take('POST', '/allocations'))
+
+    def test_a_rule_counts_down(self):
+        self._write([{'method': 'POST', 'path': '/allocations',
+                      'status': 409, 'count': 2}])
+        self.assertIsNone(self.rules.take('GET', '/allocations'))
+        self.assertIsNone(self.rules.take('POST', '/allocations/x'))
+        self.assertEqual(409, self.rules.take('POST', '/allocations'))
+        self.assertEqual(409, self.rules.take('POST', '/allocations'))
+        self.assertIsNone(self.rules.take('POST', '/allocations'))
+
+    def test_a_prefix_rule(self):
+        self._write([{'method': 'DELETE', 'path_prefix': '/v2.1/servers/',
+                      'status': 500}])
+        self.assertIsNone(self.rules.take('DELETE', '/v2.1/flavors/1'))
+        self.assertEqual(500, self.rules.take('DELETE', '/v2.1/servers/a'))
+        self.assertIsNone(self.rules.take('DELETE', '/v2.1/servers/a'))
+
+    def test_the_proxy_forwards_and_fails(self):
+        class Target(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers['Content-Length'])
+                body = self.rfile.read(length)
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        target = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Target)
+        proxy = http.server.ThreadingHTTPServer(
+            ('127.0.0.1', 0), fault_proxy.make_handler(
+                'http://127.0.0.1:%d' % target.server_port, self.rules))
+        proxy.RequestHandlerClass.log_message = lambda *args: None
+        for server in (target, proxy):
+            threading.Thread(target=server.serve_forever,
+                             daemon=True).start()
+            self.addCleanup(server.server_close)
+            self.addCleanup(server.shutdown)
+        self._write([{'method': 'POST', 'path': '/allocations',
+                      'status': 409}])
+
+        def post():
+            connection = http.client.HTTPConnection(
+                '127.0.0.1', proxy.server_port, timeout=10)
+            connection.request('POST', '/allocations?x=1', body=b'{"a": 1}',
+                               headers={'Content-Type': 'application/json'})
+            response = connection.getresponse()
+            result = response.status, json.loads(response.read())
+            connection.close()
+            return result
+
+        status, body = post()
+        self.assertEqual(409, status)
+        self.assertEqual('placement.concurrent_update',
+                         body['errors'][0]['code'])
+        self.assertEqual((200, {'a': 1}), post())
+
+
+multisched = _load('multisched')
+
+
+class _Response(object):
+
+    def __init__(self, body, status=200):
+        self.body, self.status_code = body, status
+
+    def json(self):
+        return self.body
+
+
+class _FakeAPI(object):
+    """GETs answered from a dict of path -> body."""
+
+    def __init__(self, routes):
+        self.routes = routes
+
+    def get(self, path, params=None, raise_exc=True):
+        return _Response(self.routes[path])
+
+
+class InvariantsTest(base.TestCase):
+    """multisched.py's checks find the violations they name."""
+
+    HOSTS = {'h1': 'rp-1', 'h2': 'rp-2'}
+
+    def _cloud(self, servers, allocations, aggregates=()):
+        compute = _FakeAPI({
+            '/servers/detail': {'servers': servers},
+            '/os-aggregates': {'aggregates': list(aggregates)},
+            '/os-hypervisors/detail': {'hypervisors': [
+                {'id': rp, 'state': 'up', 'service': {'host': host}}
+                for host, rp in self.HOSTS.items()]}})
+        placement = _FakeAPI({
+            '/resource_providers/%s/allocations' % rp: {
+                'allocations': allocations.get(host, {})}
+            for host, rp in self.HOSTS.items()})
+        cloud = multisched.Cloud(compute, placement)
+        cloud.max_per_host = 1
+        return cloud
+
+    @staticmethod
+    def _server(server_id, host, status='ACTIVE', preemptible=False):
+        return {'id': server_id, 'status': status,
+                'OS-EXT-SRV-ATTR:host': host,
+                'OS-EXT-STS:task_state': None,
+                'flavor': {'extra_specs': {
+                    multisched.PREEMPTIBLE_KEY: 'true'}
+                    if preemptible else {}}}
+
+    def _track(self, cloud, server_id, group=None, preemptible=False):
+        boot = multisched.Boot(server_id, {'preemptible': preemptible},
+                               group, 'z')
+        boot.status = 'ACTIVE'
+        cloud.servers[server_id] = boot
+
+    def _violations(self, cloud):
+        lines = []
+        self.useFixture(fixtures.MockPatchObject(
+            multisched, 'log', side_effect=lambda m, *a: lines.append(
+                m % a)))
+        total = cloud.check('t', wait_stray=False)
+        counts = {}
+        for line in lines:
+            match = re.match(r't: invariant (\S+): (\d+) violation', line)
+            counts[match.group(1)] = int(match.group(2))
+        return total, {k: v for k, v in counts.items() if v}
+
+    def test_a_clean_cloud(self):
+        cloud = self._cloud([self._server('a', 'h1'),
+                             self._server('b', 'h2')],
+                            {'h1': {'a': {}}, 'h2': {'b': {}}})
+        cloud.groups['g'] = {'strategy': 'host', 'max_size': 2}
+        self._track(cloud, 'a', 'g')
+        self._track(cloud, 'b', 'g')
+        self.assertEqual((0, {}), self._violations(cloud))
+
+    def test_each_violation_is_counted(self):
+        cloud = self._cloud(
+            [self._server('a', 'h1'), self._server('b', 'h1'),
+             self._server('p1', 'h2', preemptible=True),
+             self._server('p2', 'h2', preemptible=True)],
+            {'h1': {'a': {}, 'b': {}, 'ghost': {}},
+             'h2': {'p1': {}}})
+        cloud.groups['g'] = {'strategy': 'host', 'max_size': 1}
+        self._track(cloud, 'a', 'g')
+        self._track(cloud, 'b', 'g')
+        self._track(cloud, 'gone')
+        total, found = self._violations(cloud)
+        self.assertEqual({'set-spread': 1, 'set-cap': 1, 'host-cap': 1,
+                          'non-preemptible-deleted': 1,
+                          'stray-allocation': 1, 'missing-allocation': 1},
+                         found)
+        self.assertEqual(6, total)
+
+    def test_failure_domains(self):
+        cloud = self._cloud(
+            [self._server('a', 'h1'), self._server('b', 'h2')],
+            {'h1': {'a': {}}, 'h2': {'b': {}}},
+            aggregates=[{'hosts': ['h1', 'h2'],
+                         'metadata': {'failure_domain': 'rack-1'}}])
+        cloud.groups['g'] = {'strategy': 'domain', 'max_size': None}
+        self._track(cloud, 'a', 'g')
+        self._track(cloud, 'b', 'g')
+        self.assertEqual({'set-spread': 1}, self._violations(cloud)[1])

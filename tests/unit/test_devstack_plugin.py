@@ -214,8 +214,8 @@ class CheckConfigDriverTest(base.TestCase):
         self.assertIn('[nova_sched_ext] preemption_action', result.stderr)
 
 
-class CapacityServicesPluginTest(base.TestCase):
-    """nse-capacity-api and nse-capacity-exporter: files, keystone, runs."""
+class RecordedPluginTest(base.TestCase):
+    """The plugin's phases with devstack's service functions recorded."""
 
     # devstack's functions that devstack-lite does not provide, recorded.
     STUBS = textwrap.dedent('''
@@ -250,19 +250,21 @@ class CapacityServicesPluginTest(base.TestCase):
         open(self.nova_conf, 'w').close()
         open(self.calls, 'w').close()
 
+    def _script(self, commands, services):
+        return ('LITE_DIR=%s VENV=/nonexistent LOGDIR=/tmp PIDDIR=/tmp\n'
+                'source %s/functions.sh\n%s\n'
+                'ENABLED_SERVICES=%s\n'
+                'NOVA_SCHED_EXT_DIR=%s NOVA_CONF=%s NOVA_BIN_DIR=/venv/bin\n'
+                'NOVA_FAKE_CONF=/nonexistent TEMPEST_CONFIG=%s\n'
+                'SERVICE_PROTOCOL=http SERVICE_HOST=192.0.2.10\n'
+                'REGION_NAME=RegionOne NOVA_FILTERS=ComputeFilter\n'
+                'source %s/devstack/settings\n%s\n'
+                % (LITE, LITE, self.STUBS, services, REPO, self.nova_conf,
+                   self.tempest_conf, REPO, commands))
+
     def _plugin(self, commands, services='nse-capacity-api,'
                 'nse-capacity-exporter', **env):
-        script = ('LITE_DIR=%s VENV=/nonexistent LOGDIR=/tmp PIDDIR=/tmp\n'
-                  'source %s/functions.sh\n%s\n'
-                  'ENABLED_SERVICES=%s\n'
-                  'NOVA_SCHED_EXT_DIR=%s NOVA_CONF=%s NOVA_BIN_DIR=/venv/bin\n'
-                  'NOVA_FAKE_CONF=/nonexistent TEMPEST_CONFIG=%s\n'
-                  'SERVICE_PROTOCOL=http SERVICE_HOST=192.0.2.10\n'
-                  'REGION_NAME=RegionOne NOVA_FILTERS=ComputeFilter\n'
-                  'source %s/devstack/settings\n%s\n'
-                  % (LITE, LITE, self.STUBS, services, REPO, self.nova_conf,
-                     self.tempest_conf, REPO, commands))
-        _bash(script, CALLS=self.calls, **env)
+        _bash(self._script(commands, services), CALLS=self.calls, **env)
         with open(self.calls) as f:
             return f.read().splitlines()
 
@@ -270,6 +272,69 @@ class CapacityServicesPluginTest(base.TestCase):
     def _read(path):
         with open(path) as f:
             return f.read()
+
+
+class SchedulersPluginTest(RecordedPluginTest):
+    """NOVA_SCHED_EXT_SCHEDULERS: n-sch, n-sch-2, ... on one command."""
+
+    COMMAND = '/venv/bin/nova-sched-ext-scheduler --config-file %s'
+
+    def _schedulers(self, phase, **env):
+        env.setdefault('NOVA_SCHED_EXT_DEPLOYMENT_SET_LOCKING', 'True')
+        return [call for call in self._plugin(
+            'source %s/devstack/plugin.sh %s' % (REPO, phase),
+            services='n-sch', **env) if ' n-sch' in call]
+
+    def test_stack_extra_runs_each_scheduler(self):
+        calls = self._schedulers('stack extra', NOVA_SCHED_EXT_SCHEDULERS='3')
+        command = self.COMMAND % self.nova_conf
+        self.assertEqual(['stop_process n-sch',
+                          'run_process n-sch %s' % command,
+                          'run_process n-sch-2 %s' % command,
+                          'run_process n-sch-3 %s' % command], calls)
+
+    def test_one_scheduler_by_default(self):
+        calls = self._schedulers('stack extra')
+        self.assertEqual(['stop_process n-sch', 'run_process n-sch %s'
+                          % (self.COMMAND % self.nova_conf)], calls)
+
+    def test_the_launcher_goes_before_the_command(self):
+        calls = self._schedulers(
+            'stack extra', NOVA_SCHED_EXT_SCHEDULERS='2',
+            NOVA_SCHED_EXT_SCHEDULER_LAUNCHER='/lite/launch --faults /f --')
+        self.assertEqual('run_process n-sch-2 /lite/launch --faults /f -- %s'
+                         % (self.COMMAND % self.nova_conf), calls[-1])
+
+    def test_unstack_stops_the_extra_schedulers(self):
+        calls = self._schedulers('unstack', NOVA_SCHED_EXT_SCHEDULERS='3')
+        # lib/nova stops n-sch itself.
+        self.assertEqual(['stop_process n-sch-2', 'stop_process n-sch-3'],
+                         calls)
+
+    def _refused(self, **env):
+        result = subprocess.run(
+            ['bash', '-c', self._script(
+                'source %s/devstack/plugin.sh\n'
+                '_nova_sched_ext_check_schedulers' % REPO, 'n-sch')],
+            env=dict(os.environ, CALLS=self.calls, **env),
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(1, result.returncode)
+        return result.stderr
+
+    def test_a_count_that_is_not_a_number_is_refused(self):
+        for value in ('three', '0', '-1', '2.5'):
+            self.assertIn(
+                'NOVA_SCHED_EXT_SCHEDULERS must be a whole number of 1 or '
+                'more, not \'%s\'' % value,
+                self._refused(NOVA_SCHED_EXT_SCHEDULERS=value))
+
+    def test_several_nova_schedulers_are_refused(self):
+        self.assertIn('n-sch runs nova-scheduler here',
+                      self._refused(NOVA_SCHED_EXT_SCHEDULERS='2'))
+
+
+class CapacityServicesPluginTest(RecordedPluginTest):
+    """nse-capacity-api and nse-capacity-exporter: files, keystone, runs."""
 
     def test_the_capacity_file_and_the_uwsgi_file(self):
         calls = self._plugin(

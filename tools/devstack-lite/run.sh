@@ -10,7 +10,8 @@
 # * its own virtualenv ($NSE_LITE_WORK/venv) with keystone, placement, nova
 #   and tempest from PyPI (tools/devstack-lite/requirements.txt);
 # * keystone, placement and nova-api served by gunicorn; nova-conductor,
-#   the scheduler and NUMBER_FAKE_NOVA_COMPUTE (3) nova-compute processes on
+#   three schedulers (NOVA_SCHED_EXT_SCHEDULERS) on a redis-server of the
+#   run's own, and NUMBER_FAKE_NOVA_COMPUTE (3) nova-compute processes on
 #   the package's fake NUMA virt driver; a stand-in for the image and network
 #   APIs (stub_services.py); MariaDB databases nse_* and a RabbitMQ vhost of
 #   its own;
@@ -24,7 +25,11 @@
 #   functions.sh standing in for devstack's functions;
 # * cells v2 (api_db sync, map_cell0, create_cell, db sync, discover_hosts);
 # * tempest init, tempest.conf like lib/tempest plus the plugin's
-#   test-config phase, then tempest run of nova_sched_ext.tempest_plugin.
+#   test-config phase, then tempest run of nova_sched_ext.tempest_plugin;
+# * then multisched.py: a load burst on the three schedulers and one round
+#   of each fault (a scheduler killed mid-eviction, placement and the
+#   Compute API failing, RabbitMQ connections closed, redis stopped), each
+#   followed by the invariants (see its docstring).
 #
 # Every run starts clean (databases, vhost, work directory) and stops every
 # process it started, even on failure or Ctrl-C. Logs stay in
@@ -35,12 +40,16 @@
 #   NSE_LITE_WORK        work directory [<repo>/.tox/devstack-lite]
 #   NSE_LITE_REUSE_VENV  1: keep an existing virtualenv [0: build a new one]
 #   NSE_LITE_PYTHON      interpreter for the virtualenv [python3]
-#   NSE_LITE_PORT_BASE   first of five consecutive TCP ports [35350]
+#   NSE_LITE_PORT_BASE   first of eight consecutive TCP ports [35350]
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
 #   NSE_LITE_RABBIT      RabbitMQ host:port, user guest/guest [127.0.0.1:5672]
-#   NSE_LITE_TIMEOUT     seconds for the whole run [1200]
+#   NSE_LITE_TIMEOUT     seconds for the whole run [2400]
 #   NSE_LITE_TEST_REGEX  tempest --regex [^nova_sched_ext\.tempest_plugin\.]
 #   NSE_LITE_KEEP_DBS    1: leave the databases for inspection [0]
+#   NSE_LITE_MULTISCHED  multisched.py commands run after tempest against
+#                        the three schedulers ("burst", "faults", "soak")
+#                        ["burst faults"; empty: none]
+#   NSE_LITE_SOAK_REQUESTS  requests of "soak" [300]
 # and any devstack/plugin variable of tools/devstack-lite/localrc.
 set -o errexit -o pipefail
 
@@ -51,7 +60,7 @@ VENV=$WORK/venv
 LOGDIR=$WORK/logs
 PIDDIR=$WORK/pids
 ETC=$WORK/etc
-RUN_TIMEOUT=${NSE_LITE_TIMEOUT:-1200}
+RUN_TIMEOUT=${NSE_LITE_TIMEOUT:-2400}
 PORT_BASE=${NSE_LITE_PORT_BASE:-35350}
 DB_URL=${NSE_LITE_DB_URL:-mysql+pymysql://root@127.0.0.1:3306}
 RABBIT=${NSE_LITE_RABBIT:-127.0.0.1:5672}
@@ -66,6 +75,14 @@ PLACEMENT_PORT=$((PORT_BASE + 1))
 NOVA_API_PORT=$((PORT_BASE + 2))
 STUB_PORT=$((PORT_BASE + 3))
 CAPACITY_PORT=$((PORT_BASE + 4))
+# The schedulers' coordination backend: a redis-server of this run's own,
+# which the fault rounds stop and start.
+REDIS_PORT=$((PORT_BASE + 5))
+# Fault proxies in front of placement and the Compute API, for the
+# schedulers only (fault_proxy.py).
+PLACEMENT_PROXY_PORT=$((PORT_BASE + 6))
+COMPUTE_PROXY_PORT=$((PORT_BASE + 7))
+FAULTS_DIR=$WORK/faults
 KEYSTONE_URL=http://127.0.0.1:$KEYSTONE_PORT
 PLACEMENT_URL=http://127.0.0.1:$PLACEMENT_PORT
 NOVA_URL=http://127.0.0.1:$NOVA_API_PORT
@@ -116,12 +133,13 @@ if [[ ${#leftover[@]} -gt 0 ]]; then
     done
 fi
 rm -rf "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/data" "$WORK/tempest" \
-    "$WORK/tempest-workspace.yaml" "$WORK/bin"
-mkdir -p "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/bin"
+    "$WORK/tempest-workspace.yaml" "$WORK/bin" "$WORK/redis" "$FAULTS_DIR"
+mkdir -p "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/bin" "$WORK/redis" "$FAULTS_DIR"
 
 # -- teardown, whatever happens ---------------------------------------------
 
 PLUGIN_CONFIGURED=false
+SUPERVISOR_PID=
 DATABASES_CREATED=false
 VHOST_CREATED=false
 
@@ -190,6 +208,10 @@ function teardown {
     trap - EXIT
     set +o errexit
     step "teardown"
+    if [[ -n "$SUPERVISOR_PID" ]]; then
+        kill "$SUPERVISOR_PID" 2>/dev/null
+        wait "$SUPERVISOR_PID" 2>/dev/null
+    fi
     stop_all_services
     if $PLUGIN_CONFIGURED; then
         ( source "$REPO/devstack/plugin.sh" unstack ) \
@@ -286,17 +308,19 @@ import sys
 sys.exit(sys.version_info < (3, 11))
 PY
 for port in $KEYSTONE_PORT $PLACEMENT_PORT $NOVA_API_PORT $STUB_PORT \
-        $CAPACITY_PORT; do
+        $CAPACITY_PORT $REDIS_PORT $PLACEMENT_PROXY_PORT $COMPUTE_PROXY_PORT; do
     if port_in_use "$port"; then
         die $LINENO "port $port is in use; set NSE_LITE_PORT_BASE to a" \
-            "free range of five ports"
+            "free range of eight ports"
     fi
 done
 if ! port_in_use "${RABBIT##*:}"; then
     die $LINENO "RabbitMQ does not answer on $RABBIT"
 fi
 command -v setsid > /dev/null || die $LINENO "setsid (util-linux) is missing"
-echo "ports $KEYSTONE_PORT-$CAPACITY_PORT, work directory $WORK"
+command -v redis-server > /dev/null ||
+    die $LINENO "redis-server is missing (apt-get install redis-server)"
+echo "ports $KEYSTONE_PORT-$COMPUTE_PROXY_PORT, work directory $WORK"
 
 # -- virtualenv -------------------------------------------------------------
 
@@ -362,7 +386,8 @@ echo "NOVA_FILTERS=$NOVA_FILTERS"
 step "plugin.sh stack install"
 source "$REPO/devstack/plugin.sh" stack install
 echo "n-sch runs: $( _nova_sched_ext_own_scheduler &&
-    echo nova-sched-ext-scheduler || echo nova-scheduler)"
+    echo "nova-sched-ext-scheduler x $NOVA_SCHED_EXT_SCHEDULERS" ||
+    echo nova-scheduler)"
 
 # -- databases and message queue --------------------------------------------
 
@@ -386,6 +411,16 @@ else
     echo "rabbitmqctl is not usable here: sharing RabbitMQ's default vhost"
     TRANSPORT_URL=rabbit://guest:guest@$RABBIT/
 fi
+
+# The schedulers' redis: no persistence, nothing shared with the machine's.
+ENABLED_SERVICES+=",nse-redis"
+function start_redis {
+    run_process nse-redis "redis-server --port $REDIS_PORT --bind 127.0.0.1 \
+--save '' --appendonly no --dir $WORK/redis --protected-mode no"
+    wait_log nse-redis "Ready to accept connections" 30
+}
+start_redis
+echo "redis-server on 127.0.0.1:$REDIS_PORT"
 
 function db_url {
     echo "$DB_URL/$1?charset=utf8"
@@ -469,9 +504,11 @@ configure_auth_token "$PLACEMENT_CONF" placement
 run_process placement-api "$(gunicorn_command placement.wsgi.api \
     "$PLACEMENT_PORT")" "" "" "OS_PLACEMENT_CONFIG_DIR=$ETC/placement"
 ENABLED_SERVICES+=",stub"
+# Nova asks for the ports of up to 150 servers in one URL when it lists
+# them: no limit on the request line.
 run_process stub "$VENV/bin/gunicorn --bind 127.0.0.1:$STUB_PORT \
-    --workers 1 --threads 4 --no-control-socket --pythonpath $LITE_DIR \
-    stub_services:application" "" "" "NSE_LITE_IMAGE_ID=$IMAGE_ID"
+    --workers 1 --threads 4 --no-control-socket --limit-request-line 0 \
+    --pythonpath $LITE_DIR stub_services:application" "" "" "NSE_LITE_IMAGE_ID=$IMAGE_ID"
 wait_http placement-api "$PLACEMENT_URL/"
 wait_http stub "$STUB_URL/image/"
 
@@ -505,6 +542,25 @@ configure_service_client "$NOVA_CONF" neutron nova
 configure_service_client "$NOVA_CONF" service_user nova
 iniset "$NOVA_CONF" service_user send_service_user_token True
 iniset "$NOVA_CONF" glance region_name RegionOne
+# A scheduler killed mid-request never answers: the conductor's call ends
+# when its heartbeats stop (rpc_response_timeout), bounded by
+# long_rpc_timeout, and the build goes to ERROR (faults.sh).
+iniset "$NOVA_CONF" DEFAULT rpc_response_timeout 30
+iniset "$NOVA_CONF" DEFAULT long_rpc_timeout 180
+# The schedulers' extra file (the launcher adds it): placement and the
+# Compute API through the fault proxies.
+SCHEDULER_FAULTS_CONF=$NOVA_CONF_DIR/scheduler-faults.conf
+iniset "$SCHEDULER_FAULTS_CONF" placement endpoint_override \
+    "http://127.0.0.1:$PLACEMENT_PROXY_PORT"
+iniset "$SCHEDULER_FAULTS_CONF" nova_sched_ext_evictor endpoint_override \
+    "http://127.0.0.1:$COMPUTE_PROXY_PORT/v2.1"
+ENABLED_SERVICES+=",placement-proxy,compute-proxy"
+run_process placement-proxy "$VENV/bin/python $LITE_DIR/fault_proxy.py \
+--port $PLACEMENT_PROXY_PORT --target $PLACEMENT_URL \
+--rules $FAULTS_DIR/placement-rules.json"
+run_process compute-proxy "$VENV/bin/python $LITE_DIR/fault_proxy.py \
+--port $COMPUTE_PROXY_PORT --target $NOVA_URL \
+--rules $FAULTS_DIR/compute-rules.json"
 source "$REPO/devstack/plugin.sh" stack post-config
 PLUGIN_CONFIGURED=true
 
@@ -563,7 +619,9 @@ echo "$mapped of $NUMBER_FAKE_NOVA_COMPUTE computes mapped to cell1"
 
 step "plugin.sh stack extra"
 source "$REPO/devstack/plugin.sh" stack extra
-wait_log n-sch "Starting scheduler node" 120
+for service in $(_nova_sched_ext_scheduler_services); do
+    wait_log "$service" "Starting scheduler node" 120
+done
 wait_computes
 "$VENV/bin/python" "$LITE_DIR/lite.py" nova-setup \
     --computes "$NUMBER_FAKE_NOVA_COMPUTE"
@@ -619,13 +677,20 @@ tempest_status=0
 ) 2>&1 | tee "$LOGDIR/tempest-run.log" || tempest_status=$?
 
 step "results"
-scheduler_evidence=$(grep -c 'Filter NUMAFitFilter returned' \
-    "$LOGDIR/n-sch.log" || true)
+scheduler_logs=()
+for service in $(_nova_sched_ext_scheduler_services); do
+    scheduler_logs+=("$LOGDIR/$service.log")
+    echo "$service: passes through NUMAFitFilter:" \
+        "$(grep -c 'Filter NUMAFitFilter returned' "$LOGDIR/$service.log" \
+            || true)"
+done
+scheduler_evidence=$(cat "${scheduler_logs[@]}" \
+    | grep -c 'Filter NUMAFitFilter returned' || true)
 echo "scheduler passes through NUMAFitFilter: $scheduler_evidence"
-grep -o 'NUMASlotWeigher reference flavors: .*' "$LOGDIR/n-sch.log" \
-    | tail -n 1 || true
-evictions=$(grep -c 'Preemption: request .* evicts' "$LOGDIR/n-sch.log" \
-    || true)
+cat "${scheduler_logs[@]}" \
+    | grep -o 'NUMASlotWeigher reference flavors: .*' | tail -n 1 || true
+evictions=$(cat "${scheduler_logs[@]}" \
+    | grep -c 'Preemption: request .* evicts' || true)
 echo "preemption driver evictions: $evictions"
 if is_service_enabled nse-capacity-api; then
     counts=$(grep -c 'Capacity of .* flavor(s) on' \
@@ -639,4 +704,64 @@ passed=$(count Passed); failed=$(count Failed); skipped=$(count Skipped)
 echo "tempest: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
 if [[ $tempest_status -ne 0 || -z "$passed" || "${passed:-0}" -eq 0 ]]; then
     exit 1
+fi
+
+# -- several schedulers: the load burst and the fault rounds -----------------
+
+# Start again what a fault round stopped: a killed scheduler at once, the
+# redis once the round removes its hold file.
+function supervise {
+    local service
+    while true; do
+        for service in $(_nova_sched_ext_scheduler_services) nse-redis; do
+            [[ -e "$FAULTS_DIR/hold-$service" ]] && continue
+            is_process_running "$service" && continue
+            : > "$FAULTS_DIR/restarting"
+            echo_summary "supervisor: $service is gone; starting it again"
+            if [[ "$service" == nse-redis ]]; then
+                ( start_redis ) || true
+            else
+                run_process "$service" "$(nova_sched_ext_scheduler_command)"
+                ( wait_log "$service" "Starting scheduler node" 120 ) || true
+            fi
+            rm -f "$FAULTS_DIR/restarting"
+        done
+        sleep 1
+    done
+}
+
+MULTISCHED=${NSE_LITE_MULTISCHED:-burst faults}
+if _nova_sched_ext_own_scheduler && [[ -n "$MULTISCHED" ]]; then
+    export NSE_LITE_FAULTS_DIR=$FAULTS_DIR NSE_LITE_PIDDIR=$PIDDIR
+    export NSE_LITE_REDIS_PORT=$REDIS_PORT
+    NSE_LITE_SCHEDULERS=$(_nova_sched_ext_scheduler_services | paste -sd ' ')
+    export NSE_LITE_SCHEDULERS
+    export NSE_LITE_MAX_PER_AZ=${NOVA_SCHED_EXT_PREEMPTIBLE_MAX_PER_AZ:--1}
+    export NSE_LITE_MAX_PER_HOST=${NOVA_SCHED_EXT_PREEMPTIBLE_MAX_PER_HOST:--1}
+    domain_key=$(iniget "$NOVA_CONF" nova_sched_ext deployment_set_domain_key)
+    export NSE_LITE_DOMAIN_KEY=${domain_key:-failure_domain}
+    # A dead scheduler's reservation is released within the record's TTL
+    # plus one reconcile interval; twice that, for a loaded machine.
+    export NSE_LITE_RECONCILE_PERIOD=$((2 * (
+        ${NOVA_SCHED_EXT_PREEMPTION_EVICTION_TTL:-30} +
+        ${NOVA_SCHED_EXT_PREEMPTION_RECONCILE_INTERVAL:-60})))
+    supervise >> "$LOGDIR/supervisor.log" 2>&1 &
+    SUPERVISOR_PID=$!
+    multisched_status=0
+    for command in $MULTISCHED; do
+        step "several schedulers: multisched.py $command"
+        case "$command" in
+            soak) args=(soak --requests "${NSE_LITE_SOAK_REQUESTS:-300}") ;;
+            *) args=("$command") ;;
+        esac
+        left=$(remaining)
+        timeout --kill-after 10 "$left" "$VENV/bin/python" \
+            "$LITE_DIR/multisched.py" "${args[@]}" 2>&1 \
+            | tee -a "$LOGDIR/multisched.log" || multisched_status=1
+    done
+    echo "multisched ($MULTISCHED): $( [[ $multisched_status -eq 0 ]] &&
+        echo "no violation" || echo FAILED)"
+    if [[ $multisched_status -ne 0 ]]; then
+        exit 1
+    fi
 fi
