@@ -62,6 +62,7 @@ import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 
 from nova_sched_ext import conf
+from nova_sched_ext import host_state
 from nova_sched_ext import wrappers
 
 LOG = logging.getLogger(__name__)
@@ -114,6 +115,8 @@ class SchedulerManager(nova_manager.SchedulerManager):
         # cannot be loaded is a configuration error, and says so first.
         factories = self.REQUEST_WRAPPERS
         super().__init__(*args, **kwargs)
+        if conf.CONF.nova_sched_ext.keep_host_state:
+            host_state.KeptHostManager.adopt(self.host_manager)
         self.request_wrappers = [factory(self) for factory in factories]
         LOG.info('nova-sched-ext scheduler manager with request wrappers: '
                  '%s', ', '.join(type(w).__name__
