@@ -48,6 +48,10 @@ The wrappers shipped:
   adds: the caps on preemptible instances and the eviction of preemptible
   instances.
 
+With ``[nova_sched_ext] keep_host_state`` (the default) the manager's
+``HostManager`` keeps the host state between requests
+(:class:`nova_sched_ext.host_state.KeptHostManager`).
+
 The manager is started by ``nova-sched-ext-scheduler``
 (:mod:`nova_sched_ext.cmd.scheduler`), which is ``nova-scheduler`` with
 this manager: same configuration files, binary name, RPC topic and
