@@ -233,7 +233,7 @@ request_wrapper_opts = [
 host_state_opts = [
     cfg.BoolOpt(
         'keep_host_state',
-        default=True,
+        default=False,
         help='Whether nova-sched-ext-scheduler keeps the state it built '
              'from each compute node between scheduling requests. Nova '
              'reads every candidate compute node and every nova-compute '

@@ -48,7 +48,7 @@ The wrappers shipped:
   adds: the caps on preemptible instances and the eviction of preemptible
   instances.
 
-With ``[nova_sched_ext] keep_host_state`` (the default) the manager's
+With ``[nova_sched_ext] keep_host_state`` the manager's
 ``HostManager`` keeps the host state between requests
 (:class:`nova_sched_ext.host_state.KeptHostManager`).
 

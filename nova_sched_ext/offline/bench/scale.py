@@ -61,10 +61,10 @@ with databases of its own, dropped at the end, also on failure):
   defaults), as the devstack plugin configures them;
   ``--package-weighers nova`` leaves the weigher out, and then both
   schedulers must choose the same hosts.  The package's manager keeps the
-  host state between requests, as ``nova-sched-ext-scheduler`` does by
-  default (:mod:`nova_sched_ext.host_state`: its ``refresh_db`` is the
-  narrow reads and the reload of the changed rows);
-  ``--package-host-state reload`` turns that off.  Both with ``host_subset_size =
+  host state between requests (``[nova_sched_ext] keep_host_state``,
+  :mod:`nova_sched_ext.host_state`: its ``refresh_db`` is the narrow reads
+  and the reload of the changed rows); ``--package-host-state reload``
+  builds it as Nova does.  Both with ``host_subset_size =
   1`` and no shuffling, Nova's other defaults (``max_placement_results =
   1000``).  Each first answers ``--warmup`` requests (default 1) that are
   not counted: a running scheduler's caches and connections are warm.
@@ -1257,8 +1257,9 @@ def add_arguments(parser):
     parser.add_argument('--package-host-state', choices=['kept', 'reload'],
                         default='kept',
                         help='the package\'s scheduler keeps the host state '
-                             'between requests (kept, the default, as '
-                             'nova-sched-ext-scheduler does) or reloads it '
+                             'between requests (kept, the default: '
+                             '[nova_sched_ext] keep_host_state = True) or '
+                             'reloads it '
                              'on every request as Nova does (reload: '
                              '[nova_sched_ext] keep_host_state = False)')
     parser.add_argument('--seed', type=int, default=3)
