@@ -230,9 +230,50 @@ request_wrapper_opts = [
              'the scheduler at start. Read at service start.'),
 ]
 
+host_state_opts = [
+    cfg.BoolOpt(
+        'keep_host_state',
+        default=False,
+        help='Whether nova-sched-ext-scheduler keeps the state it built '
+             'from each compute node between scheduling requests. Nova '
+             'reads every candidate compute node and every nova-compute '
+             'service from the cell database on each request and parses '
+             'its NUMA topology and PCI pools again; kept, a request reads '
+             'only the creation and update times of its candidates, '
+             'reloads the compute nodes whose times moved (or that were '
+             'updated less than host_state_clock_margin seconds before '
+             'they were read) and rebuilds the service records that '
+             'changed. Each request still gets HostState objects of its '
+             'own, equal field by field to those Nova would build, so the '
+             'filters, weighers and claims of concurrent requests never '
+             'see each other. False builds them as Nova does. Read at '
+             'service start.'),
+    cfg.IntOpt(
+        'host_state_full_refresh_interval',
+        default=600, min=0,
+        help='Seconds after which the kept host state is dropped and the '
+             'next request reloads every candidate compute node, as Nova '
+             'does on every request: a safety net for a compute node '
+             'record changed without its updated_at (by hand in the '
+             'database). 0 never drops it. SIGHUP drops it too.'),
+    cfg.IntOpt(
+        'host_state_clock_margin',
+        default=30, min=1,
+        help='Seconds a compute node record must have been unchanged when '
+             'it was read for the kept state to be trusted while its '
+             'updated_at stays the same. MySQL stores updated_at to the '
+             'second, and each nova-compute writes it from its own clock: '
+             'a second save in the same second, or by a compute whose '
+             'clock is behind the scheduler\'s, keeps the same updated_at. '
+             'A record read sooner than this after its update is read '
+             'again on the next request. Set it above the largest clock '
+             'difference between the schedulers and the computes, plus '
+             'one second.'),
+]
+
 ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
             deployment_set_opts + scheduler_driver_opts +
-            request_wrapper_opts)
+            request_wrapper_opts + host_state_opts)
 
 
 def register_opts(conf):

@@ -48,6 +48,10 @@ The wrappers shipped:
   adds: the caps on preemptible instances and the eviction of preemptible
   instances.
 
+With ``[nova_sched_ext] keep_host_state`` the manager's
+``HostManager`` keeps the host state between requests
+(:class:`nova_sched_ext.host_state.KeptHostManager`).
+
 The manager is started by ``nova-sched-ext-scheduler``
 (:mod:`nova_sched_ext.cmd.scheduler`), which is ``nova-scheduler`` with
 this manager: same configuration files, binary name, RPC topic and
@@ -62,6 +66,7 @@ import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 
 from nova_sched_ext import conf
+from nova_sched_ext import host_state
 from nova_sched_ext import wrappers
 
 LOG = logging.getLogger(__name__)
@@ -114,6 +119,8 @@ class SchedulerManager(nova_manager.SchedulerManager):
         # cannot be loaded is a configuration error, and says so first.
         factories = self.REQUEST_WRAPPERS
         super().__init__(*args, **kwargs)
+        if conf.CONF.nova_sched_ext.keep_host_state:
+            host_state.KeptHostManager.adopt(self.host_manager)
         self.request_wrappers = [factory(self) for factory in factories]
         LOG.info('nova-sched-ext scheduler manager with request wrappers: '
                  '%s', ', '.join(type(w).__name__

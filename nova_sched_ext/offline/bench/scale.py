@@ -60,7 +60,11 @@ with databases of its own, dropped at the end, also on failure):
   weigher (``NUMASlotWeigher`` after Nova's, its options at their
   defaults), as the devstack plugin configures them;
   ``--package-weighers nova`` leaves the weigher out, and then both
-  schedulers must choose the same hosts.  Both with ``host_subset_size =
+  schedulers must choose the same hosts.  The package's manager keeps the
+  host state between requests (``[nova_sched_ext] keep_host_state``,
+  :mod:`nova_sched_ext.host_state`: its ``refresh_db`` is the narrow reads
+  and the reload of the changed rows); ``--package-host-state reload``
+  builds it as Nova does.  Both with ``host_subset_size =
   1`` and no shuffling, Nova's other defaults (``max_placement_results =
   1000``).  Each first answers ``--warmup`` requests (default 1) that are
   not counted: a running scheduler's caches and connections are warm.
@@ -817,7 +821,8 @@ def package_filters(defaults):
     return names
 
 
-def make_manager(conf, side, package_weighers='package'):
+def make_manager(conf, side, package_weighers='package',
+                 package_host_state='kept'):
     from nova.scheduler import host_manager
     from nova.scheduler import manager as nova_manager
     from unittest import mock
@@ -842,6 +847,9 @@ def make_manager(conf, side, package_weighers='package'):
                  'available_filters': available, 'weight_classes': weighers}
     for name, value in overrides.items():
         conf.set_override(name, value, group='filter_scheduler')
+    # Read when the package's manager is built (stock Nova ignores it).
+    conf.set_override('keep_host_state', package_host_state == 'kept',
+                      group='nova_sched_ext')
     try:
         # The async load of every instance of the cloud is replaced by
         # what the computes tell the scheduler (seed_instance_info), so
@@ -852,6 +860,7 @@ def make_manager(conf, side, package_weighers='package'):
     finally:
         for name in overrides:
             conf.clear_override(name, group='filter_scheduler')
+        conf.clear_override('keep_host_state', group='nova_sched_ext')
     manager.bench_filters = [type(f).__name__
                              for f in manager.host_manager.enabled_filters]
     manager.bench_weighers = [type(w).__name__
@@ -1078,7 +1087,8 @@ def _run_size(args, hosts, databases, wall_started, cleanup):
     rc = report.report_client_singleton()
     check_placement(rc, ctx, cloud)
     progress('starting the two scheduler managers')
-    managers = {side: make_manager(conf, side, args.package_weighers)
+    managers = {side: make_manager(conf, side, args.package_weighers,
+                                   args.package_host_state)
                 for side in SIDES}
     for manager in managers.values():
         seed_instance_info(ctx, objects, manager, cloud)
@@ -1162,6 +1172,7 @@ def _run_size(args, hosts, databases, wall_started, cleanup):
         'backend': fit_engine.backend_name(),
         'max_placement_results': conf.scheduler.max_placement_results,
         'package_weighers': args.package_weighers,
+        'package_host_state': args.package_host_state,
         'warmup': args.warmup, 'seed': args.seed,
         'state': 'each request on the same state for both schedulers (the '
                  'first one\'s claim deleted before the second runs, the '
@@ -1243,6 +1254,14 @@ def add_arguments(parser):
                              'default, as the devstack plugin sets it up) '
                              'or with Nova\'s only (nova: then both should '
                              'choose the same hosts)')
+    parser.add_argument('--package-host-state', choices=['kept', 'reload'],
+                        default='kept',
+                        help='the package\'s scheduler keeps the host state '
+                             'between requests (kept, the default: '
+                             '[nova_sched_ext] keep_host_state = True) or '
+                             'reloads it '
+                             'on every request as Nova does (reload: '
+                             '[nova_sched_ext] keep_host_state = False)')
     parser.add_argument('--seed', type=int, default=3)
     # The parent's name prefix for a child's databases, so that the parent
     # can drop what a child that died left.
@@ -1304,6 +1323,7 @@ def _in_a_child(args, size):
             '--db-url', args.db_url, '--seed', str(args.seed),
             '--warmup', str(args.warmup),
             '--package-weighers', args.package_weighers,
+            '--package-host-state', args.package_host_state,
             '--db-prefix', prefix]
     if args.backend:
         argv += ['--backend', args.backend]
@@ -1327,10 +1347,10 @@ def render(figures):
     lines = []
     lines.append(
         'select_destinations at %d hosts, %d requests; %s; placement: %s; '
-        'max_placement_results %d; fit backend %s' % (
-            figures['hosts'], figures['requests'], figures['database'],
-            figures['placement'], figures['max_placement_results'],
-            figures['backend']))
+        'max_placement_results %d; fit backend %s; package host state %s'
+        % (figures['hosts'], figures['requests'], figures['database'],
+           figures['placement'], figures['max_placement_results'],
+           figures['backend'], figures.get('package_host_state', 'kept')))
     if figures['database_note']:
         lines.append('NOTE: %s' % figures['database_note'])
     used = figures['cloud_used_pct']

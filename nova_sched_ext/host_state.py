@@ -1,0 +1,397 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Host state kept between scheduling requests.
+
+Nova 34's ``HostManager`` builds the state of every candidate host anew
+for each request: it reads the candidates' compute nodes and *every*
+``nova-compute`` service of each cell, then makes a ``HostState`` per
+candidate, its ``NUMATopology`` parsed from JSON and its
+``PciDeviceStats`` built. At thousands of hosts that is seconds per
+request, and the fit engine's models, cached on the ``HostState``, are
+never found again. :class:`KeptHostManager` keeps, per compute node, the
+``ComputeNode`` it read and a *base* ``HostState`` built from it, and per
+request:
+
+* reads, per cell, one narrow row per candidate compute node (``uuid``,
+  ``created_at``, ``updated_at``; deleted nodes are not returned, as Nova's
+  own query returns none) and reloads, with Nova's
+  ``ComputeNodeList.get_all_by_uuids``, only the nodes it does not hold,
+  whose times moved, or that it read less than ``[nova_sched_ext]
+  host_state_clock_margin`` seconds after their ``updated_at`` (a second
+  save in the same second keeps the time: MySQL stores it to the second,
+  and each compute writes it from its own clock);
+* reads the ``nova-compute`` service rows of the candidates' hosts only,
+  and rebuilds the ``Service`` of a row that changed (heartbeats change
+  most);
+* gives the request a **HostState of its own** per candidate
+  (:class:`KeptHostState`): a copy of the base, with the service, the
+  aggregates and the instances Nova's ``HostManager`` would give it
+  (aggregates and instances as Nova reads them, from what the scheduler
+  keeps of ``update_aggregates`` and ``update_instance_info``, or from the
+  database when the computes do not send their instances).
+
+Why the state is never older or other than Nova's: every field of a
+request's ``HostState`` comes from the same rows Nova would read for that
+request (the kept ``ComputeNode`` is used only while its row provably did
+not change since it was read), and from the same aggregate and instance
+records. What a request changes (``consume_from_request`` when it claims,
+the limits the filters set, ``updated`` reset after a failed multi-create)
+changes its own copy only: the base, and the next request, never see it,
+exactly as Nova's next request reads the compute node again. The copy
+shares the base's ``NUMATopology`` (``consume_from_request`` replaces it,
+never changes it) and ``PciDeviceStats`` until the request consumes PCI
+devices, when the copy gets a new one built from the compute node, as
+Nova builds it. ``[nova_sched_ext] host_state_full_refresh_interval``
+drops everything kept now and then, and ``SIGHUP`` (Nova's reset) too.
+
+The fit engine's caches on a ``HostState`` (attributes whose name starts
+with :data:`SHARED_CACHE_PREFIX`, vouched for by the host's stamp, see
+:mod:`nova_sched_ext.fit.hoststamp`) are written through to the base by a
+copy the request has not consumed from, and the copies of one compute
+node are equal (and hash alike) by the node's UUID, so that
+NUMASlotWeigher's arena finds a host's slot again. Within a request each
+node has one copy, so equality there is identity, as Nova expects.
+
+Thread safety: each request builds its own copies; the kept records are
+replaced, never changed, under a lock.
+"""
+
+import collections
+import threading
+import time
+
+from nova import context as context_module
+from nova.db.main import api as main_db_api
+from nova.db.main import models
+from nova import objects
+from nova.pci import stats as pci_stats
+from nova.scheduler import host_manager
+from oslo_log import log as logging
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from nova_sched_ext import conf
+
+LOG = logging.getLogger(__name__)
+
+#: The attribute names of caches the package's plugins keep on a
+#: ``HostState``, vouched for by the host's stamp: a request's copy writes
+#: them through to the kept base.
+SHARED_CACHE_PREFIX = '_nova_sched_ext'
+
+_COMPUTE_NODES = models.ComputeNode.__table__
+_SERVICES = models.Service.__table__
+_COMPUTE_BINARY = 'nova-compute'
+
+
+class KeptHostState(host_manager.HostState):
+    """One request's ``HostState`` of a kept compute node.
+
+    Made by :meth:`from_base`, never by ``__init__``: a copy of the kept
+    base's fields, with the containers a request changes made its own.
+    """
+
+    @classmethod
+    def from_base(cls, base):
+        state = cls.__new__(cls)
+        fields = state.__dict__
+        fields.update(base.__dict__)
+        # What Nova's fresh HostState starts every request with; the
+        # filters (limits) and the manager (allocation candidates) fill
+        # them for this request only.
+        fields['limits'] = {}
+        fields['allocation_candidates'] = []
+        fields['_kept_base'] = base
+        fields['_kept_consumed'] = False
+        return state
+
+    def __setattr__(self, name, value):
+        self.__dict__[name] = value
+        if (name.startswith(SHARED_CACHE_PREFIX) and
+                not self.__dict__['_kept_consumed']):
+            self.__dict__['_kept_base'].__dict__[name] = value
+
+    def consume_from_request(self, spec_obj):
+        fields = self.__dict__
+        fields['_kept_consumed'] = True
+        base = fields['_kept_base']
+        if (self.pci_stats is base.pci_stats and
+                spec_obj.obj_attr_is_set('pci_requests') and
+                spec_obj.pci_requests and spec_obj.pci_requests.requests):
+            # apply_requests changes the pools in place: this request's
+            # own, as Nova builds them from the compute node.
+            compute = base._kept_compute
+            self.pci_stats = pci_stats.PciDeviceStats(
+                base.numa_topology, stats=compute.pci_device_pools)
+        return super().consume_from_request(spec_obj)
+
+    # The copies of one node are one host to the package's caches; within
+    # a request there is one copy per node, so this is identity there.
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(other) is not KeptHostState or self.uuid is None:
+            return False
+        return self.uuid == other.uuid
+
+    def __hash__(self):
+        return hash(self.uuid) if self.uuid is not None else id(self)
+
+
+class _Kept(object):
+    """What is kept of one compute node: its record, and the base state."""
+
+    __slots__ = ('compute', 'stamp', 'trusted', 'base')
+
+    def __init__(self, compute, stamp, trusted, base=None):
+        self.compute = compute
+        #: (created_at, updated_at) of the row read, naive UTC
+        self.stamp = stamp
+        #: whether the row was read long enough after its update
+        self.trusted = trusted
+        self.base = base
+
+
+class _KeptService(object):
+    __slots__ = ('row', 'service', 'as_dict')
+
+    def __init__(self, row, service):
+        self.row = row
+        self.service = service
+        # What HostState.update stores; read-only, so shared.
+        self.as_dict = host_manager.ReadOnlyDict(dict(service))
+
+
+def _naive(value):
+    return value.replace(tzinfo=None) if value is not None else None
+
+
+def _stamp_of(compute):
+    return (_naive(compute.created_at), _naive(compute.updated_at))
+
+
+def _node_stamps(cctxt, compute_uuids):
+    """``[(uuid, created_at, updated_at)]`` of the cell's live nodes."""
+    c = _COMPUTE_NODES.c
+    query = sa.select(c.uuid, c.created_at, c.updated_at).where(
+        c.deleted == 0)
+    if compute_uuids is not None:
+        query = query.where(c.uuid.in_(compute_uuids))
+    engine = main_db_api.get_engine(context=cctxt)
+    with engine.connect() as conn:
+        return conn.execute(query).fetchall()
+
+
+def _service_rows(cctxt, hosts):
+    """The live ``nova-compute`` service rows of ``hosts``."""
+    c = _SERVICES.c
+    query = sa.select(_SERVICES).where(
+        c.deleted == 0, c.binary == _COMPUTE_BINARY, c.host.in_(hosts))
+    engine = main_db_api.get_engine(context=cctxt)
+    with engine.connect() as conn:
+        return conn.execute(query).fetchall()
+
+
+class KeptHostManager(host_manager.HostManager):
+    """Nova's ``HostManager``, its host state kept between requests."""
+
+    def __init__(self):
+        super().__init__()
+        self._init_kept()
+
+    @classmethod
+    def adopt(cls, manager):
+        """Turn a ``HostManager`` Nova built into a kept one, in place.
+
+        Nova's ``SchedulerManager`` builds its ``HostManager`` itself,
+        which loads the aggregates and starts loading every instance;
+        building a second one would do that twice.
+        """
+        manager.__class__ = cls
+        manager._init_kept()
+        return manager
+
+    def _init_kept(self):
+        self._kept_lock = threading.Lock()
+        # cell uuid -> compute node uuid -> _Kept
+        self._kept_nodes = collections.defaultdict(dict)
+        # cell uuid -> host -> _KeptService
+        self._kept_services = collections.defaultdict(dict)
+        self._kept_since = time.monotonic()
+
+    def drop_kept_state(self):
+        """Forget every kept record: the next request reloads its hosts."""
+        with self._kept_lock:
+            self._kept_nodes = collections.defaultdict(dict)
+            self._kept_services = collections.defaultdict(dict)
+            self._kept_since = time.monotonic()
+
+    def refresh_cells_caches(self):
+        super().refresh_cells_caches()
+        if hasattr(self, '_kept_lock'):
+            # SIGHUP: the cells may have changed; start over.
+            self.drop_kept_state()
+
+    def _maybe_drop_all(self):
+        interval = conf.CONF.nova_sched_ext.host_state_full_refresh_interval
+        if interval and time.monotonic() - self._kept_since >= interval:
+            LOG.debug('Dropping the kept host state after %d s: this '
+                      'request reloads every candidate.', interval)
+            self.drop_kept_state()
+
+    # -- the refresh ------------------------------------------------------
+
+    def _get_computes_for_cells(self, context, cells, compute_uuids):
+        """Nova's answer, read from the rows that changed.
+
+        The same ``(compute nodes by cell uuid, services by host)`` as
+        ``HostManager._get_computes_for_cells``, the ``ComputeNode`` and
+        ``Service`` objects kept while their rows are unchanged.
+        """
+        self._maybe_drop_all()
+        margin = conf.CONF.nova_sched_ext.host_state_clock_margin
+        kept_nodes, kept_services = self._kept_nodes, self._kept_services
+
+        def targeted_operation(cctxt):
+            cell_uuid = cctxt.cell_uuid
+            nodes = kept_nodes.get(cell_uuid, {})
+            services = kept_services.get(cell_uuid, {})
+            # Before the read: a row is trusted only if it was already
+            # this old then.
+            read_at = timeutils.utcnow()
+            stamps = _node_stamps(cctxt, compute_uuids)
+            fresh_uuids = []
+            for uuid, created_at, updated_at in stamps:
+                kept = nodes.get(uuid)
+                if (kept is None or not kept.trusted or
+                        kept.stamp != (created_at, updated_at)):
+                    fresh_uuids.append(uuid)
+            fresh = {}
+            if fresh_uuids:
+                for compute in objects.ComputeNodeList.get_all_by_uuids(
+                        cctxt, fresh_uuids):
+                    stamp = _stamp_of(compute)
+                    changed = stamp[1] or stamp[0]
+                    trusted = (changed is not None and
+                               (read_at - changed).total_seconds() >=
+                               margin)
+                    fresh[compute.uuid] = _Kept(compute, stamp, trusted)
+            computes = []
+            for uuid, _created, _updated in stamps:
+                if uuid in fresh:
+                    computes.append(fresh[uuid])
+                elif uuid not in fresh_uuids:
+                    computes.append(nodes[uuid])
+                # else: deleted between the two reads, as Nova would not
+                # have returned it.
+            hosts = sorted({kept.compute.host for kept in computes})
+            found = {}
+            fresh_services = {}
+            for row in _service_rows(cctxt, hosts) if hosts else ():
+                kept = services.get(row.host)
+                if kept is None or kept.row != tuple(row):
+                    service = objects.Service._from_db_object(
+                        cctxt, objects.Service(), row._mapping)
+                    kept = fresh_services[row.host] = _KeptService(
+                        tuple(row), service)
+                found[row.host] = kept
+            return computes, fresh, found, fresh_services
+
+        timeout = context_module.CELL_TIMEOUT
+        results = context_module.scatter_gather_cells(
+            context, cells, timeout, targeted_operation)
+        compute_nodes = collections.defaultdict(list)
+        services = {}
+        for cell_uuid, result in results.items():
+            if isinstance(result, Exception):
+                LOG.warning('Failed to get computes for cell %s', cell_uuid)
+            elif result is context_module.did_not_respond_sentinel:
+                LOG.warning('Timeout getting computes for cell %s',
+                            cell_uuid)
+            else:
+                computes, fresh, found, fresh_services = result
+                with self._kept_lock:
+                    if self._kept_nodes is kept_nodes:
+                        # Not dropped meanwhile: keep what was read.
+                        kept_nodes[cell_uuid].update(fresh)
+                        kept_services[cell_uuid].update(fresh_services)
+                compute_nodes[cell_uuid].extend(
+                    kept.compute for kept in computes)
+                services.update((host, kept.service)
+                                for host, kept in found.items())
+        return compute_nodes, services
+
+    def _get_host_states(self, context, compute_nodes, services):
+        """Nova's generator of ``HostState``, one copy per kept base.
+
+        What ``HostManager._get_host_states`` gives, field by field: the
+        compute node's fields from the kept base built from the same
+        ``ComputeNode``, then the service, aggregates and instances as
+        Nova sets them.
+        """
+        host_state_map = {}
+        seen_nodes = set()
+        for cell_uuid, computes in compute_nodes.items():
+            kept_nodes = self._kept_nodes.get(cell_uuid, {})
+            kept_services = self._kept_services.get(cell_uuid, {})
+            for compute in computes:
+                service = services.get(compute.host)
+                if not service:
+                    LOG.warning(
+                        'No compute service record found for host %(host)s',
+                        {'host': compute.host})
+                    continue
+                host = compute.host
+                node = compute.hypervisor_hostname
+                state_key = (host, node)
+                if state_key in host_state_map:
+                    # As Nova: the later record of a (host, node) wins.
+                    state = host_state_map[state_key]
+                    state.update(compute, dict(service))
+                else:
+                    base = self._base_state(kept_nodes.get(compute.uuid),
+                                            compute, cell_uuid)
+                    state = host_state_map[state_key] = \
+                        KeptHostState.from_base(base)
+                    kept_service = kept_services.get(host)
+                    if (kept_service is not None and
+                            kept_service.service is service):
+                        service_dict = kept_service.as_dict
+                    else:
+                        service_dict = host_manager.ReadOnlyDict(
+                            dict(service))
+                    fields = state.__dict__
+                    fields['service'] = service_dict
+                fields = state.__dict__
+                fields['aggregates'] = self._get_aggregates_info(host)
+                fields['instances'] = self._get_instance_info(context,
+                                                              compute)
+                seen_nodes.add(state_key)
+        return (host_state_map[key] for key in seen_nodes)
+
+    def _base_state(self, kept, compute, cell_uuid):
+        """The base ``HostState`` of ``compute``, built once per record."""
+        if kept is not None and kept.compute is compute:
+            base = kept.base
+            if base is None:
+                base = kept.base = self._new_base(compute, cell_uuid)
+            return base
+        # A record this manager no longer keeps (dropped meanwhile).
+        return self._new_base(compute, cell_uuid)
+
+    def _new_base(self, compute, cell_uuid):
+        base = self.host_state_cls(compute.host, compute.hypervisor_hostname,
+                                   cell_uuid, compute=compute)
+        base.update(compute)
+        base._kept_compute = compute
+        return base
