@@ -29,7 +29,8 @@ The rules, each with the reason a failure gives:
   service loads never needs a tool), except the console scripts of
   :data:`TOOL_COMMANDS` that still live in ``cmd/``;
 * ``filters/``, ``weighers/`` and ``deployment_set/`` import neither
-  ``preemption/`` nor ``manager`` (nor what sits outside those);
+  ``preemption/`` nor ``manager`` and its ``candidates`` (nor what sits
+  outside those);
 * nothing under ``nova_sched_ext/`` imports ``tests``.
 """
 
@@ -57,8 +58,8 @@ TOOL_COMMANDS = ()
 PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
            'nova_sched_ext.deployment_set')
 ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
-                 'nova_sched_ext.capacity', 'nova_sched_ext.cmd',
-                 'nova_sched_ext.offline')
+                 'nova_sched_ext.candidates', 'nova_sched_ext.capacity',
+                 'nova_sched_ext.cmd', 'nova_sched_ext.offline')
 
 
 def within(name, prefixes):
