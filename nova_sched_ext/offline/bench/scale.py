@@ -346,6 +346,10 @@ def configure_nova(urls):
     conf.set_override('shuffle_best_same_weighed_hosts', False,
                       group='filter_scheduler')
     conf.set_override('host', 'nse-scale-scheduler')
+    # Every heartbeat is renewed right before a request; on a loaded
+    # machine one request can outlast Nova's 60 s, and ComputeFilter would
+    # then find every compute down.
+    conf.set_override('service_down_time', 3600)
     main_db.configure(conf)
     api_db.configure(conf)
     migration.db_sync(database='api')
