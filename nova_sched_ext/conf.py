@@ -271,9 +271,41 @@ host_state_opts = [
              'one second.'),
 ]
 
+candidate_limit_opts = [
+    cfg.IntOpt(
+        'placement_results_max',
+        default=10000, min=0,
+        help='Placement returns at most [scheduler] max_placement_results '
+             'allocation candidates per query, chosen without regard to '
+             'NUMA cells, pinned CPUs, huge pages or PCI devices. When the '
+             'filters leave fewer hosts than the request has instances and '
+             'placement returned as many candidates as that limit, so that '
+             'it may hold more, nova-sched-ext-scheduler asks placement '
+             'again with a limit placement_results_growth_factor times '
+             'larger, up to this value, before it answers NoValidHost (and '
+             'before the preemption driver evicts anything). Each widening '
+             'is logged at INFO. 0, or a value not above '
+             'max_placement_results, never widens. Queries Nova makes '
+             'without a limit (server group and same_host/different_host '
+             'hints, a host with several nodes) are not widened. Keep '
+             'NUMAFitFilter enabled: it rejects a host in microseconds, '
+             'NUMATopologyFilter alone takes about 0.2 ms per host. Read '
+             'per request.'),
+    cfg.IntOpt(
+        'placement_results_growth_factor',
+        default=4, min=2,
+        help='How many times larger each widened query of placement is '
+             'than the one before (see placement_results_max). With the '
+             'defaults, 1000 then 4000 then 10000 candidates: at most two '
+             'more queries per request, ceil(log(placement_results_max / '
+             'max_placement_results) / log(this factor)) in general. Read '
+             'per request.'),
+]
+
 ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
             deployment_set_opts + scheduler_driver_opts +
-            request_wrapper_opts + host_state_opts)
+            request_wrapper_opts + host_state_opts +
+            candidate_limit_opts)
 
 
 def register_opts(conf):

@@ -52,6 +52,12 @@ With ``[nova_sched_ext] keep_host_state`` the manager's
 ``HostManager`` keeps the host state between requests
 (:class:`nova_sched_ext.host_state.KeptHostManager`).
 
+Inside every wrapper, right around Nova's own method, the manager widens
+placement's candidate limit when the filters found no host among the
+candidates placement returned and it may hold more
+(:mod:`nova_sched_ext.candidates`): the wrappers, the eviction first, see
+NoValidHost only once a wider query found no host either.
+
 The manager is started by ``nova-sched-ext-scheduler``
 (:mod:`nova_sched_ext.cmd.scheduler`), which is ``nova-scheduler`` with
 this manager: same configuration files, binary name, RPC topic and
@@ -65,6 +71,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 
+from nova_sched_ext import candidates
 from nova_sched_ext import conf
 from nova_sched_ext import host_state
 from nova_sched_ext import wrappers
@@ -118,6 +125,8 @@ class SchedulerManager(nova_manager.SchedulerManager):
         # Before Nova's part, which reads the databases: a wrapper that
         # cannot be loaded is a configuration error, and says so first.
         factories = self.REQUEST_WRAPPERS
+        # Before Nova's part too: it reads placement_client.
+        self.candidate_limit = candidates.CandidateLimit()
         super().__init__(*args, **kwargs)
         if conf.CONF.nova_sched_ext.keep_host_state:
             host_state.KeptHostManager.adopt(self.host_manager)
@@ -125,6 +134,13 @@ class SchedulerManager(nova_manager.SchedulerManager):
         LOG.info('nova-sched-ext scheduler manager with request wrappers: '
                  '%s', ', '.join(type(w).__name__
                                  for w in self.request_wrappers) or 'none')
+        self.candidate_limit.log_settings()
+
+    @property
+    def placement_client(self):
+        # Nova's report client, seen through the candidate limit: the
+        # queries of Nova's select_destinations get the widened limit.
+        return self.candidate_limit.client(super().placement_client)
 
     @messaging.expected_exceptions(exception.NoValidHost)
     def select_destinations(
@@ -141,7 +157,7 @@ class SchedulerManager(nova_manager.SchedulerManager):
         # As Nova does: no alternates in the legacy format.
         return_alternates = return_alternates and return_objects
 
-        def schedule(context, spec_obj, instance_uuids):
+        def nova_schedule(context, spec_obj, instance_uuids):
             try:
                 # Always objects, so wrappers see one format.
                 return parent.select_destinations(
@@ -153,6 +169,10 @@ class SchedulerManager(nova_manager.SchedulerManager):
                 # wrappers get the real exception (this method wraps it
                 # again on the way out).
                 raise exc.exc_info[1]
+
+        def schedule(context, spec_obj, instance_uuids):
+            return self.candidate_limit.schedule(
+                nova_schedule, context, spec_obj, instance_uuids)
 
         call = schedule
         for wrapper in reversed(self.request_wrappers):

@@ -29,7 +29,8 @@ The rules, each with the reason a failure gives:
   service loads never needs a tool), except the console scripts of
   :data:`TOOL_COMMANDS` that still live in ``cmd/``;
 * ``filters/``, ``weighers/`` and ``deployment_set/`` import neither
-  ``preemption/`` nor ``manager`` (nor what sits outside those);
+  ``preemption/`` nor ``manager`` and its ``candidates`` (nor what sits
+  outside those);
 * ``broker/`` sits above Nova: it imports no ``nova`` module, and of the
   package only :data:`BROKER_MAY_IMPORT` (none of which imports Nova);
   nothing but ``offline/`` imports ``broker/``;
@@ -64,7 +65,7 @@ TOOL_COMMANDS = ()
 PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
            'nova_sched_ext.deployment_set')
 ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
-                 'nova_sched_ext.host_state',
+                 'nova_sched_ext.host_state', 'nova_sched_ext.candidates',
                  'nova_sched_ext.capacity', 'nova_sched_ext.cmd',
                  'nova_sched_ext.offline', 'nova_sched_ext.defrag')
 

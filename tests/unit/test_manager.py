@@ -15,6 +15,7 @@
 import importlib
 from unittest import mock
 
+import fixtures
 from nova import context
 from nova import exception
 from nova import objects
@@ -24,11 +25,13 @@ from nova import test
 import oslo_messaging as messaging
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_sched_ext import candidates
 from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext import manager
 from nova_sched_ext.preemption import driver
 from nova_sched_ext import registry
 from tests.unit import nova_manager_tests
+from tests.unit import test_candidates
 
 
 class NovaManagerTestsOnOurManager(
@@ -108,6 +111,39 @@ class TestRequestWrappers(test.NoDBTestCase):
             ('exit', 'inner'),
             ('exit', 'outer'),
         ], self.calls)
+
+    def test_the_wrappers_see_only_the_widened_answer(self):
+        # Placement holds 1,500 candidates and returns 1,000; the host
+        # that fits is not among them.  The manager asks again, inside the
+        # wrappers: they see one request and its selections, no
+        # NoValidHost (the eviction would act on it).
+        self.flags(max_placement_results=1000, group='scheduler')
+        placement = test_candidates.FakePlacement(1500)
+        self.useFixture(fixtures.MockPatch(
+            'nova.scheduler.client.report.report_client_singleton',
+            return_value=placement))
+        client = self.manager.placement_client
+        self.assertIsInstance(client, candidates.PlacementClientView)
+        self.assertIs(client, self.manager.placement_client)
+        self.assertIs(placement, client.client)
+
+        def nova_select(*args, **kwargs):
+            # what Nova's select_destinations does with its client
+            return test_candidates.NovaFake(
+                self.manager.placement_client, 'h1400')(
+                    args[-1], kwargs['spec_obj'], kwargs['instance_uuids'])
+
+        with mock.patch.object(nova_manager.SchedulerManager,
+                               'select_destinations', autospec=True,
+                               side_effect=nova_select):
+            result = self.manager.select_destinations(
+                self.context, spec_obj=self.spec_obj,
+                instance_uuids=[uuids.u1], return_objects=True)
+        self.assertEqual([['h1400']], result)
+        self.assertEqual([1000, 4000], placement.limits)
+        self.assertEqual([('enter', 'outer', uuids.u1, (uuids.u1,)),
+                          ('enter', 'inner', uuids.u1, (uuids.u1,)),
+                          ('exit', 'inner'), ('exit', 'outer')], self.calls)
 
     def test_legacy_request_spec_is_converted_first(self):
         with mock.patch.object(nova_manager.SchedulerManager,

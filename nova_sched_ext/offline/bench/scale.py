@@ -66,8 +66,10 @@ with databases of its own, dropped at the end, also on failure):
   and the reload of the changed rows); ``--package-host-state reload``
   builds it as Nova does.  Both with ``host_subset_size =
   1`` and no shuffling, Nova's other defaults (``max_placement_results =
-  1000``).  Each first answers ``--warmup`` requests (default 1) that are
-  not counted: a running scheduler's caches and connections are warm.
+  1000``, or each value of ``--max-placement-results`` in turn: what a
+  deployer who raises the limit pays).  Each first answers ``--warmup``
+  requests (default 1) that are not counted: a running scheduler's caches
+  and connections are warm.
 
 **Same state for both**: each request goes to both schedulers in turn (the
 first one alternating), each on the same cloud: the claim the first one
@@ -348,6 +350,10 @@ def configure_nova(urls):
     conf.set_override('shuffle_best_same_weighed_hosts', False,
                       group='filter_scheduler')
     conf.set_override('host', 'nse-scale-scheduler')
+    # Every heartbeat is renewed right before a request; on a loaded
+    # machine one request can outlast Nova's 60 s, and ComputeFilter would
+    # then find every compute down.
+    conf.set_override('service_down_time', 3600)
     main_db.configure(conf)
     api_db.configure(conf)
     migration.db_sync(database='api')
@@ -509,8 +515,12 @@ def _insert(conn, table, rows):
         conn.execute(table.insert(), rows[start:start + BATCH])
 
 
-def populate(ctx, objects, cloud, placement, flavors):
-    """Write the cloud into the databases (bulk where objects are slow)."""
+def populate(ctx, objects, cloud, placement, flavors, cell=None):
+    """Write the cloud into the databases (bulk where objects are slow).
+
+    :param cell: the cell mapping of the cell database the cloud goes to;
+        None makes one for ``[database] connection``
+    """
     import nova.conf
     from nova.db.api import api as api_db
     from nova.db.api import models as api_models
@@ -522,10 +532,12 @@ def populate(ctx, objects, cloud, placement, flavors):
     import sqlalchemy as sa
 
     conf = nova.conf.CONF
-    cell = objects.CellMapping(
-        ctx, uuid=stable_uuid('cell', 'cell1'), name='cell1',
-        transport_url='fake:/', database_connection=conf.database.connection)
-    cell.create()
+    if cell is None:
+        cell = objects.CellMapping(
+            ctx, uuid=stable_uuid('cell', 'cell1'), name='cell1',
+            transport_url='fake:/',
+            database_connection=conf.database.connection)
+        cell.create()
     for flavor in flavors:
         flavor._context = ctx
         flavor.create()
@@ -1019,8 +1031,9 @@ def _side_figures(outcomes):
         'phases_ms': {phase: summary([p[phase] * 1e3 for p in phases])
                       for phase in PHASES},
     }
-    figures['fit_models_built'] = summary(
-        [o.names['counts']['fit_models_built'] for o in outcomes])
+    for count in ('fit_models_built', 'placement_queries'):
+        figures[count] = summary([o.names['counts'][count]
+                                  for o in outcomes])
     for kind in ('filters', 'weighers'):
         names = sorted({n for o in outcomes for n in o.names[kind]})
         figures['%s_by_name_ms' % kind] = {
@@ -1030,7 +1043,7 @@ def _side_figures(outcomes):
     return figures
 
 
-def run_size(args, hosts):
+def run_size(args, hosts, limit=None):
     """Build the cloud of ``hosts`` hosts, replay, return the figures.
 
     Whatever happens, the placement server stops and the databases are
@@ -1042,10 +1055,11 @@ def run_size(args, hosts):
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(databases.drop)
         databases.create()
-        return _run_size(args, hosts, databases, wall_started, cleanup)
+        return _run_size(args, hosts, databases, wall_started, cleanup,
+                         limit)
 
 
-def _run_size(args, hosts, databases, wall_started, cleanup):
+def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     from nova import monkey_patch
     monkey_patch.patch(backend='threading')
     from nova import context as nova_context
@@ -1070,6 +1084,8 @@ def _run_size(args, hosts, databases, wall_started, cleanup):
     progress('%d hosts: databases on %s; Nova\'s and placement\'s schemas'
              % (hosts, databases.describe()))
     conf = configure_nova(databases.urls)
+    if limit is not None:
+        conf.set_override('max_placement_results', limit, group='scheduler')
     objects = loader.load_nova()
     cleanup.callback(_dispose_engines)
     placement = Placement(databases.urls['placement'])
@@ -1095,8 +1111,9 @@ def _run_size(args, hosts, databases, wall_started, cleanup):
     clock = Clock()
     for manager in managers.values():
         instrument(manager, clock)
-    rc.get_allocation_candidates = clock.timed(
-        'placement', rc.get_allocation_candidates)
+    rc.get_allocation_candidates = clock.counted(
+        'placement_queries', clock.timed(
+            'placement', rc.get_allocation_candidates))
     cloud_by_uuid = {h.uuid: h for h in cloud}
     setup_s = time.perf_counter() - setup_started
     patches = (mock.patch.object(nova_manager, 'copy', _TimedCopy(clock)),
@@ -1262,20 +1279,25 @@ def add_arguments(parser):
                              'reloads it '
                              'on every request as Nova does (reload: '
                              '[nova_sched_ext] keep_host_state = False)')
+    parser.add_argument('--max-placement-results', default=None,
+                        help='comma-separated values of [scheduler] '
+                             'max_placement_results for both schedulers '
+                             '(default: Nova\'s, 1000); each size runs at '
+                             'each value, in a process of its own')
     parser.add_argument('--seed', type=int, default=3)
     # The parent's name prefix for a child's databases, so that the parent
     # can drop what a child that died left.
     parser.add_argument('--db-prefix', default=None, help=argparse.SUPPRESS)
 
 
-def _sizes(text):
+def _sizes(text, option='--hosts'):
     try:
         sizes = [int(part) for part in text.split(',') if part.strip()]
     except ValueError:
         sizes = []
     if not sizes or any(size < 1 for size in sizes):
-        raise BenchError('--hosts must be positive whole numbers separated '
-                         'by commas, not %r' % text)
+        raise BenchError('%s must be positive whole numbers separated '
+                         'by commas, not %r' % (option, text))
     return sizes
 
 
@@ -1283,13 +1305,18 @@ def run(args):
     """Entry point of ``nova-sched-ext-bench scale``; an exit code."""
     try:
         sizes = _sizes(args.hosts)
+        limits = [None]
+        if args.max_placement_results is not None:
+            limits = _sizes(args.max_placement_results,
+                            '--max-placement-results')
         if args.requests < 1:
             raise BenchError('--requests must be at least 1')
         started = time.perf_counter()
-        if len(sizes) == 1:
-            runs = [_in_this_process(args, sizes[0])]
+        if len(sizes) == 1 and len(limits) == 1:
+            runs = [_in_this_process(args, sizes[0], limits[0])]
         else:
-            runs = [_in_a_child(args, size) for size in sizes]
+            runs = [_in_a_child(args, size, limit)
+                    for size in sizes for limit in limits]
     except BenchError as exc:
         raise SystemExit('nova-sched-ext-bench scale: %s' % exc)
     result = {'runs': runs, 'wall_s': time.perf_counter() - started}
@@ -1303,20 +1330,20 @@ def run(args):
                     for s in SIDES) else 1
 
 
-def _in_this_process(args, size):
+def _in_this_process(args, size, limit=None):
     # SIGTERM ends the run through the finally clauses: the databases go.
     def stop(signum, frame):
         raise SystemExit('nova-sched-ext-bench scale: stopped (signal %d)'
                          % signum)
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        return run_size(args, size)
+        return run_size(args, size, limit)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _in_a_child(args, size):
-    prefix = 'nse_scale_%d_%d' % (os.getpid(), size)
+def _in_a_child(args, size, limit=None):
+    prefix = 'nse_scale_%d_%d_%d' % (os.getpid(), size, limit or 0)
     argv = [sys.executable, '-m', 'nova_sched_ext.offline.bench.cli',
             'scale', '--json', '--hosts', str(size),
             '--requests', str(args.requests), '--db', args.db,
@@ -1327,6 +1354,8 @@ def _in_a_child(args, size):
             '--db-prefix', prefix]
     if args.backend:
         argv += ['--backend', args.backend]
+    if limit is not None:
+        argv += ['--max-placement-results', str(limit)]
     child = subprocess.Popen(argv, stdout=subprocess.PIPE)
     try:
         out, _err = child.communicate()
@@ -1384,6 +1413,11 @@ def render(figures):
     built = figures['sides'][PACKAGE]['fit_models_built']
     lines.append('fit engine host models built per request (package, p50 / '
                  'p99): %d / %d' % (built['p50'], built['p99']))
+    lines.append('placement queries per request, p50 / p99: %s' % ', '.join(
+        '%s %d / %d' % (side, figures['sides'][side]['placement_queries']
+                        ['p50'], figures['sides'][side]
+                        ['placement_queries']['p99'])
+        for side in SIDES))
     lines.append('both placed %d, same host %d; only Nova placed %d, only '
                  'the package placed %d; own time p50 Nova / package: %s' % (
                      figures['both_placed'], figures['same_host'],

@@ -1,0 +1,262 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A candidate limit that cannot hide a fit.
+
+Placement answers a scheduling request with at most ``[scheduler]
+max_placement_results`` allocation candidates (1000 by default), chosen
+without any idea of NUMA cells, pinned CPUs, huge pages or which PCI
+devices are free: it counts resources per host, not per cell.  In a nearly
+full cloud every one of them can fail the NUMA fit while a host that fits
+lies outside them, and stock Nova answers NoValidHost although the cloud
+has room.
+
+:class:`CandidateLimit` runs innermost in the package's scheduler manager
+(:class:`nova_sched_ext.manager.SchedulerManager`), right around Nova's own
+``select_destinations``:
+
+1. Nova schedules as it always does, with its own limit.
+2. If that ends in NoValidHost (the filters left fewer hosts than the
+   request has instances, or no claim succeeded) and one of the request's
+   placement queries came back with as many allocation requests as its
+   limit asked for, so that placement may hold more, Nova schedules the
+   request again with a limit ``[nova_sched_ext]
+   placement_results_growth_factor`` times larger, up to
+   ``placement_results_max``; each widening is logged at INFO with the
+   numbers.  The widened candidates go through the same filters:
+   NUMAFitFilter rejects the hosts that do not fit in C, in microseconds
+   each, before Nova's NUMATopologyFilter sees the few that do.
+3. It stops at the first answer, when placement returned fewer candidates
+   than asked (it has no more), or at the largest limit.
+
+Innermost, because the request wrappers outside (the deployment-set lock,
+the preemptible caps, the eviction) take NoValidHost for "the cloud has no
+room": the eviction would evict preemptible instances to make room that a
+wider query finds free.  The deployment-set lock and the caps' zone lock are
+held while the request is widened, as while Nova schedules it; a request
+that placed some of its instances before failing has had their claims
+removed by Nova before it is tried again.
+
+Queries Nova sends without a limit (server group and
+``same_host``/``different_host`` hints, a forced host with several nodes)
+and rebuilds (no placement query) are never widened.  With ``[placement]
+randomize_allocation_candidates`` on, each query is a new random sample of
+the size asked; a limit at least as large as the candidates placement has
+returns them all.
+
+How the limit reaches placement: Nova builds the query (a
+``nova.scheduler.utils.ResourceRequest``) and sends it through the
+manager's ``placement_client``; the package's manager hands out a
+:class:`PlacementClientView` of Nova's report client instead, whose
+``get_allocation_candidates`` sets the limit of the calling thread's
+current attempt and records what came back.  Everything else goes to the
+report client unchanged.
+"""
+
+import threading
+
+from nova import conf as nova_conf
+from nova import exception
+from oslo_log import log as logging
+
+from nova_sched_ext import conf  # noqa: F401 (the [nova_sched_ext] options)
+
+LOG = logging.getLogger(__name__)
+CONF = nova_conf.CONF
+
+#: the filter that makes a wider query affordable
+NUMA_FIT_FILTER = 'NUMAFitFilter'
+
+
+class _Attempt(object):
+    """One run of Nova's ``select_destinations`` and its placement queries.
+
+    :param limit: the limit to send instead of Nova's; None keeps Nova's.
+    """
+
+    def __init__(self, limit=None):
+        self.limit = limit
+        #: ``(limit sent or None, allocation requests returned)`` per query
+        self.queries = []
+
+    def query(self, client, context, resources):
+        # Nova keeps the limit of a query in ResourceRequest._limit and
+        # sets it to None itself for the queries it wants unlimited; those
+        # stay unlimited.  Anything but a number there (a Nova that keeps
+        # it elsewhere) leaves the query as Nova made it, never widened.
+        sent = getattr(resources, '_limit', None)
+        if not isinstance(sent, int):
+            sent = None
+        elif self.limit is not None:
+            sent = resources._limit = self.limit
+        result = client.get_allocation_candidates(context, resources)
+        # (None, None, None) or None when placement failed: nothing came.
+        alloc_reqs = result[0] if result else None
+        self.queries.append((sent, len(alloc_reqs or ())))
+        return result
+
+    def largest_truncated_limit(self):
+        """The largest limit a query of this attempt filled, or None.
+
+        A query that returned as many allocation requests as its limit
+        may have been cut short: placement may hold more.
+        """
+        filled = [sent for sent, returned in self.queries
+                  if sent is not None and returned >= sent]
+        return max(filled) if filled else None
+
+    def describe(self):
+        return ', '.join(
+            '%d of limit %d' % (returned, sent) if sent is not None
+            else '%d, no limit' % returned
+            for sent, returned in self.queries) or 'no query'
+
+
+class PlacementClientView(object):
+    """Nova's report client, with the limit of the current attempt.
+
+    Only ``get_allocation_candidates`` differs, and only inside
+    :meth:`CandidateLimit.schedule` on the calling thread; every other
+    attribute is the report client's (looked up on each use, so that what
+    patches the client, such as a test fixture or a bench's timer, still
+    applies).
+    """
+
+    def __init__(self, client, candidate_limit):
+        self.client = client
+        self._candidate_limit = candidate_limit
+
+    def get_allocation_candidates(self, context, resources):
+        attempt = self._candidate_limit.current_attempt()
+        if attempt is None:
+            return self.client.get_allocation_candidates(context, resources)
+        return attempt.query(self.client, context, resources)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
+class CandidateLimit(object):
+    """Widen placement's limit when it may have hidden a host that fits.
+
+    One per scheduler manager, shared by its concurrent requests (Nova 34
+    schedules each on a thread of its own): what belongs to one request is
+    kept per thread.  Options, read per request: ``[scheduler]
+    max_placement_results`` (Nova's first limit), ``[nova_sched_ext]
+    placement_results_max`` and ``placement_results_growth_factor``.
+    """
+
+    def __init__(self):
+        self._local = threading.local()
+        self._view = None
+
+    def log_settings(self):
+        """Say at start what the widening will do; warn when it is costly."""
+        maximum = CONF.nova_sched_ext.placement_results_max
+        base = CONF.scheduler.max_placement_results
+        if maximum <= base:
+            LOG.info('Allocation candidates: never asking placement for '
+                     'more than [scheduler] max_placement_results = %d '
+                     '([nova_sched_ext] placement_results_max = %d).',
+                     base, maximum)
+            return
+        LOG.info('Allocation candidates: when the filters find no host '
+                 'among the %(base)d placement returned, asking again with '
+                 'up to %(max)d, %(factor)d times more each time.',
+                 {'base': base, 'max': maximum,
+                  'factor': CONF.nova_sched_ext
+                  .placement_results_growth_factor})
+        if NUMA_FIT_FILTER not in CONF.filter_scheduler.enabled_filters:
+            LOG.warning('Allocation candidates: %(filter)s is not in '
+                        '[filter_scheduler] enabled_filters; a widened '
+                        'query of up to %(max)d hosts is filtered by '
+                        'Nova\'s NUMATopologyFilter alone, about 0.2 ms per '
+                        'host.', {'filter': NUMA_FIT_FILTER, 'max': maximum})
+
+    def client(self, client):
+        """The view of the report client ``client`` Nova should use."""
+        view = self._view
+        if view is None or view.client is not client:
+            # The report client is a process-wide singleton that tests
+            # reset; a new one gets a new view.
+            view = self._view = PlacementClientView(client, self)
+        return view
+
+    def current_attempt(self):
+        return getattr(self._local, 'attempt', None)
+
+    def schedule(self, call_nova, context, spec_obj, instance_uuids):
+        """``call_nova(context, spec_obj, instance_uuids)``, widened if needed.
+
+        :param call_nova: Nova's ``select_destinations`` for this request
+            (Selection objects out, NoValidHost raised as such)
+        :returns: what ``call_nova`` returned, the first time it did not
+            raise NoValidHost
+        :raises NoValidHost: the last attempt's
+        """
+        previous = self.current_attempt()
+        limit = None
+        try:
+            while True:
+                attempt = self._local.attempt = _Attempt(limit)
+                try:
+                    selections = call_nova(context, spec_obj, instance_uuids)
+                except exception.NoValidHost:
+                    wider = self._wider_limit(attempt)
+                    if wider is None:
+                        if limit is not None:
+                            LOG.info('Allocation candidates: request %(req)s '
+                                     'found no host with limit %(limit)d '
+                                     'either (placement returned '
+                                     '%(queries)s).',
+                                     {'req': context.request_id,
+                                      'limit': limit,
+                                      'queries': attempt.describe()})
+                        raise
+                    LOG.info('Allocation candidates: request %(req)s: the '
+                             'filters left fewer than %(needed)d host(s) '
+                             'among the candidates placement returned '
+                             '(%(queries)s); asking again with limit '
+                             '%(wider)d.',
+                             {'req': context.request_id,
+                              'needed': _instances(spec_obj, instance_uuids),
+                              'queries': attempt.describe(),
+                              'wider': wider})
+                    limit = wider
+                    continue
+                if limit is not None:
+                    LOG.info('Allocation candidates: request %(req)s placed '
+                             'with limit %(limit)d (placement returned '
+                             '%(queries)s).',
+                             {'req': context.request_id, 'limit': limit,
+                              'queries': attempt.describe()})
+                return selections
+        finally:
+            self._local.attempt = previous
+
+    @staticmethod
+    def _wider_limit(attempt):
+        """The limit of the next attempt, or None if there is none."""
+        filled = attempt.largest_truncated_limit()
+        if filled is None:
+            return None
+        wider = min(CONF.nova_sched_ext.placement_results_max,
+                    filled * CONF.nova_sched_ext
+                    .placement_results_growth_factor)
+        return wider if wider > filled else None
+
+
+def _instances(spec_obj, instance_uuids):
+    """How many instances the request places (as Nova's _schedule counts)."""
+    if instance_uuids:
+        return len(instance_uuids)
+    return spec_obj.num_instances
