@@ -30,11 +30,16 @@ The rules, each with the reason a failure gives:
   :data:`TOOL_COMMANDS` that still live in ``cmd/``;
 * ``filters/``, ``weighers/`` and ``deployment_set/`` import neither
   ``preemption/`` nor ``manager`` (nor what sits outside those);
+* ``broker/`` sits above Nova: it imports no ``nova`` module, and of the
+  package only :data:`BROKER_MAY_IMPORT` (none of which imports Nova);
+  nothing but ``offline/`` imports ``broker/``;
 * nothing under ``nova_sched_ext/`` imports ``tests``.
 """
 
 import ast
 import os
+import subprocess
+import sys
 
 from tests import base
 
@@ -59,6 +64,14 @@ PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
 ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
                  'nova_sched_ext.capacity', 'nova_sched_ext.cmd',
                  'nova_sched_ext.offline')
+
+#: The broker, above Nova, and what it may import of the package: the
+#: plugin registry and the capacity API's client (and the package
+#: ``__init__`` modules on the way, which import no Nova either).
+BROKER = 'nova_sched_ext.broker'
+BROKER_MAY_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.registry',
+                     'nova_sched_ext.capacity.osc',
+                     'nova_sched_ext.capacity.api_conf')
 
 
 def within(name, prefixes):
@@ -148,8 +161,19 @@ def _broken_rule(module, name):
     if within(name, C_HELPER) and module != C_HELPER_SEAM:
         return ('only %s imports the compiled C helper; use it'
                 % C_HELPER_SEAM)
+    if within(module, BROKER) and within(name, 'nova'):
+        return ('broker/ sits above Nova: it reaches the clusters through '
+                'openstacksdk and never imports nova')
     if not within(name, PACKAGE) or name == PACKAGE:
         return None
+    if within(module, BROKER) and not within(name, BROKER_MAY_IMPORT) \
+            and name != 'nova_sched_ext.capacity':
+        return ('broker/ imports of the package only %s (the rest pulls '
+                'in nova)' % ', '.join(BROKER_MAY_IMPORT))
+    if within(name, BROKER) and not within(
+            module, (BROKER, 'nova_sched_ext.offline')):
+        return ('broker/ is the outermost ring: only offline/ tools '
+                'import it')
     if within(module, 'nova_sched_ext.fit') and \
             not within(name, ('nova_sched_ext.fit',) + FIT_MAY_IMPORT):
         return ('fit/ is the core: it imports nothing of the package but '
@@ -171,6 +195,7 @@ class TestLayering(base.TestCase):
         # The walk found the package, not an empty directory.
         self.assertIn('nova_sched_ext.fit.engine', modules)
         self.assertIn('nova_sched_ext.offline.sim.replay', modules)
+        self.assertIn('nova_sched_ext.broker.service', modules)
         problems = violations(modules)
         self.assertEqual([], problems, '\n'.join(problems))
 
@@ -247,7 +272,48 @@ class TestRules(base.TestCase):
             'from nova_sched_ext.filters import numa_fit\n'
             'from nova_sched_ext import manager\n'))
 
+    def test_the_broker_never_imports_nova(self):
+        self.assertRefused('nova_sched_ext.broker.clusters',
+                           'def f():\n    from nova import objects\n',
+                           'never imports nova')
+        self.assertRefused('nova_sched_ext.broker.service',
+                           'import nova.conf\n', 'never imports nova')
+        self.assertRefused('nova_sched_ext.broker.planning',
+                           'from nova_sched_ext.fit import engine\n',
+                           'pulls in nova')
+        self.assertRefused('nova_sched_ext.broker.cmd',
+                           'from nova_sched_ext.capacity import service\n',
+                           'pulls in nova')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.broker.clusters',
+            'import novaclient\n'
+            'from nova_sched_ext.capacity import osc\n'
+            'from nova_sched_ext import registry\n'
+            'from . import planning\n'))
+
+    def test_only_the_tools_import_the_broker(self):
+        self.assertRefused('nova_sched_ext.capacity.api',
+                           'from nova_sched_ext.broker import planning\n',
+                           'outermost ring')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.offline.sim.broker',
+            'from nova_sched_ext.broker import planning\n'))
+
     def test_no_tests_in_the_package(self):
         self.assertRefused('nova_sched_ext.offline.harness.cloud',
                            'from tests.functional import base\n',
                            'never imports the tests')
+
+
+class TestBrokerLoadsNoNova(base.TestCase):
+    """What the rules check in the source, checked in a fresh interpreter."""
+
+    def test_importing_the_broker_loads_no_nova(self):
+        modules = sorted(name for name in package_modules()
+                         if within(name, BROKER))
+        code = ('import sys\n' + ''.join('import %s\n' % m for m in modules)
+                + "print(sorted(m for m in sys.modules if m == 'nova' or "
+                  "m.startswith('nova.')))\n")
+        out = subprocess.run([sys.executable, '-c', code], cwd=TOP,
+                             capture_output=True, text=True, check=True)
+        self.assertEqual('[]', out.stdout.strip(), out.stderr)

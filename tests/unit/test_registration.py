@@ -220,6 +220,17 @@ class TestInstalledMetadata(base.TestCase):
         self.assertEqual({'nova_sched_ext.offline.demo:main'},
                          self._entry_point('console_scripts',
                                            'nova-sched-ext-demo'))
+        self.assertEqual({'nova_sched_ext.broker.cmd:main'},
+                         self._entry_point('console_scripts',
+                                           'nova-sched-ext-broker'))
+
+    def test_broker_choosers(self):
+        self.assertEqual({'nova_sched_ext.broker.choosers:RoundRobin'},
+                         self._entry_point('nova_sched_ext.broker_choosers',
+                                           'round-robin'))
+        self.assertEqual({'nova_sched_ext.broker.choosers:MostCapacity'},
+                         self._entry_point('nova_sched_ext.broker_choosers',
+                                           'most-capacity'))
 
     def test_sample_config_is_current(self):
         top = os.path.dirname(os.path.dirname(os.path.dirname(

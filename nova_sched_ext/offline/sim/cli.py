@@ -26,6 +26,7 @@ Examples::
     nova-sched-ext-sim --synthetic 3000 --seed 7 \\
         --set filter_scheduler.host_subset_size=3
     nova-sched-ext-sim --capacity --fast --booking --json
+    nova-sched-ext-sim --broker --broker-clusters 3 --broker-passes 2
 
 ``--plot`` draws with matplotlib, which the package does not require:
 ``pip install 'nova-sched-ext[plot]'``.  The command checks for it before
@@ -34,6 +35,11 @@ the replay starts, and says where it wrote each plot.
 ``--capacity`` prints, instead of the replay report, the capacity count
 of the trace's largest flavors beside the simulator's own greedy count
 and the os-capacity formula (:mod:`~nova_sched_ext.offline.sim.capacity`).
+
+``--broker`` replays the traces through the multi-cluster broker's
+decision instead of Nova's scheduler: the hosts split into clusters by
+rack ranges, each request's NUMA kind fixed or converted, clusters chosen
+by capacity or in turn (:mod:`~nova_sched_ext.offline.sim.broker`).
 
 Exit status: 0 when the replay ran, 2 when it could not (bad option, bad
 trace file, a filter or weigher that cannot be loaded, ``--plot`` without
@@ -59,6 +65,8 @@ MAX_SYNTHETIC_REQUESTS = 10000000
 #: --capacity: the requests files replayed by default, and how many flavors
 CAPACITY_REQUESTS = ('requests_C1.csv', 'requests_C2.csv', 'requests_C3.csv')
 CAPACITY_FLAVORS = 5
+#: --broker: clusters the hosts are split into
+BROKER_CLUSTERS = 3
 PLOT_NEEDS_MATPLOTLIB = ("--plot needs matplotlib: pip install "
                          "'nova-sched-ext[plot]'")
 
@@ -262,7 +270,38 @@ def parse_args(argv):
         '--no-replay', action='store_true',
         help='with --capacity: count the hosts before any request only '
              '(the flavors still come from the requests files)')
+    brk = parser.add_argument_group(
+        'broker (instead of the replay report; see the doc)')
+    brk.add_argument(
+        '--broker', action='store_true',
+        help='replay each requests file (default %s beside the hosts '
+             'file) through the broker\'s decision on the hosts split into '
+             'clusters by rack ranges: NUMA kinds fixed and converted, '
+             'clusters chosen by capacity and round-robin, side by side'
+             % ', '.join(CAPACITY_REQUESTS))
+    brk.add_argument('--broker-clusters', type=_integer(low=1, high=100),
+                     metavar='N', help='with --broker: clusters (default '
+                     '%d)' % BROKER_CLUSTERS)
+    brk.add_argument('--broker-passes', type=_integer(low=1, high=10),
+                     metavar='N', help='with --broker: replay each trace N '
+                     'times back to back (default 1)')
+    brk.add_argument('--broker-refresh', type=_integer(low=1, high=100000),
+                     metavar='N', help='with --broker: read the clusters\' '
+                     'capacity every N requests only, and decide on that '
+                     'stale picture in between (default 1: fresh)')
     args = parser.parse_args(argv)
+    if args.broker:
+        for option in ('compare', 'plot', 'sample_every', 'capacity',
+                       'synthetic'):
+            if getattr(args, option):
+                parser.error('--broker and --%s exclude each other'
+                             % option.replace('_', '-'))
+    else:
+        for option, value in (('--broker-clusters', args.broker_clusters),
+                              ('--broker-passes', args.broker_passes),
+                              ('--broker-refresh', args.broker_refresh)):
+            if value:
+                parser.error('%s needs --broker' % option)
     if args.policy and args.compare:
         parser.error('--policy and --compare exclude each other')
     if args.capacity:
@@ -339,7 +378,7 @@ def _traces(args, trace, hosts=None):
         if not paths:
             base = os.path.dirname(args.hosts) if args.hosts else data_dir
             paths = [os.path.join(base or '.', 'requests_C1.csv')]
-            if args.capacity:
+            if args.capacity or args.broker:
                 # Those of the trace there are; none: the hosts alone.
                 paths = [p for p in (os.path.join(base or '.', name)
                                      for name in CAPACITY_REQUESTS)
@@ -396,6 +435,9 @@ def check_plot(path):
 
 
 def run(args, stdout=sys.stdout, stderr=sys.stderr):
+    if args.broker:
+        # the broker's decision needs no Nova: not configured, not imported
+        return run_broker(args, stdout, stderr)
     if args.plot:
         check_plot(args.plot)
     import nova.conf
@@ -556,6 +598,52 @@ def run_capacity(args, conf, preset, user, stdout, stderr):
     else:
         stdout.write(report.table() + '\n')
     return report
+
+
+def run_broker(args, stdout, stderr):
+    """--broker: returns the :class:`~.broker.RunResult` list."""
+    import json
+    from nova_sched_ext.offline.sim import broker
+    from nova_sched_ext.offline.sim import trace
+
+    hosts_path, hosts = _hosts(args, trace)
+    clusters = args.broker_clusters or BROKER_CLUSTERS
+    racks = len({h.rack for h in hosts})
+    if clusters > racks:
+        raise UsageError('--broker-clusters %d: the hosts have %d racks'
+                         % (clusters, racks))
+    passes = args.broker_passes or 1
+    refresh = args.broker_refresh or 1
+    traces = _traces(args, trace, hosts)
+    if not traces:
+        raise UsageError('--broker needs requests files and there is none '
+                         'beside %s; pass --requests' % hosts_path)
+    results = []
+    for label, _hosts_again, requests, _slot, _all in traces:
+        for mode in broker.MODES:
+            for chooser in broker.CHOOSERS:
+                if args.progress:
+                    stderr.write('%s: %s, %s: %d requests x %d on %d hosts '
+                                 'in %d clusters\n' % (
+                                     label, mode, chooser, len(requests),
+                                     passes, len(hosts), clusters))
+                    stderr.flush()
+                results.append(broker.replay(
+                    label, hosts, list(requests) * passes, mode, chooser,
+                    clusters=clusters, refresh=refresh))
+    if args.json:
+        stdout.write(json.dumps({
+            'hosts': hosts_path, 'clusters': clusters, 'passes': passes,
+            'refresh': refresh,
+            'runs': [r.to_dict() for r in results]},
+            indent=2, sort_keys=True) + '\n')
+    else:
+        stdout.write('%d hosts in %d clusters by rack ranges, each trace '
+                     'replayed %d time(s), capacity read every %d '
+                     'request(s)\n%s\n' % (
+                         len(hosts), clusters, passes, refresh,
+                         broker.table(results)))
+    return results
 
 
 def main(argv=None):

@@ -1,0 +1,194 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""nova-sched-ext-broker: plan or boot a request across the clusters.
+
+::
+
+    nova-sched-ext-broker --config broker.yaml plan \\
+        --family v.c3.large --image centos-9 --network private --count 3
+    nova-sched-ext-broker --config broker.yaml boot \\
+        --family v.c3.large --image centos-9 --network private --count 3 \\
+        --role auto-scaling --name web --json
+
+``plan`` is a dry run: it reads every cluster and prints the candidates
+in boot order, with each cluster's capacity, and for every cluster and
+variant why it was kept or dropped.  ``boot`` boots the first candidate
+and falls back to the next while a boot fails, and prints which variant
+in which cluster took the request and every attempt.
+
+The configuration is ``--config``, else ``$NOVA_SCHED_EXT_BROKER_CONFIG``,
+else :data:`DEFAULT_CONFIG`; the clusters' credentials are their
+``clouds.yaml`` entries.
+
+Exit status: 0 when the plan has a candidate or the boot succeeded; 1
+when nothing can be (or was) placed; 2 for a bad option, configuration or
+request, with one line on stderr that says why.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+PROG = 'nova-sched-ext-broker'
+DEFAULT_CONFIG = '/etc/nova-sched-ext/broker.yaml'
+CONFIG_ENV = 'NOVA_SCHED_EXT_BROKER_CONFIG'
+
+
+class _Parser(argparse.ArgumentParser):
+    """Errors on one line, like the command's other errors."""
+
+    def error(self, message):
+        self.exit(2, '%s: %s (see %s --help)\n' % (PROG, message, PROG))
+
+
+def build_parser():
+    parser = _Parser(prog=PROG, description='Place a request across '
+                     'clusters: pick the cluster and flavor variant from '
+                     'each cluster\'s capacity, boot, fall back.')
+    parser.add_argument('--config', metavar='FILE',
+                        help='the broker configuration (default: $%s, '
+                             'else %s)' % (CONFIG_ENV, DEFAULT_CONFIG))
+    parser.add_argument('--debug', action='store_true',
+                        help='log at debug level')
+    commands = parser.add_subparsers(dest='command', metavar='COMMAND',
+                                     parser_class=_Parser)
+    commands.required = True
+    for name, help_text in (
+            ('plan', 'a dry run: the candidates in boot order and why each '
+                     'cluster and variant was kept or dropped'),
+            ('boot', 'boot the request, falling back while boots fail')):
+        sub = commands.add_parser(name, help=help_text,
+                                  description=help_text)
+        sub.add_argument('--family', required=True,
+                         help='the base flavor (a flavor family)')
+        sub.add_argument('--image', required=True, help='image name or ID')
+        sub.add_argument('--network', required=True,
+                         help='network name or ID')
+        sub.add_argument('--count', type=int, default=1,
+                         help='servers, all in one cluster (default 1)')
+        sub.add_argument('--role', default='pay-as-you-go',
+                         help='the user\'s role (default pay-as-you-go)')
+        sub.add_argument('--datacenter', help='only this data center')
+        sub.add_argument('--zone', help='only clusters of this zone')
+        sub.add_argument('--cluster', action='append', default=[],
+                         dest='clusters', metavar='NAME',
+                         help='only this cluster (repeatable)')
+        sub.add_argument('--deployment-set', metavar='NAME',
+                         help='the deployment set the servers join')
+        sub.add_argument('--name', default='broker',
+                         help='the servers\' name (default broker)')
+        sub.add_argument('--json', action='store_true',
+                         help='print JSON instead of tables')
+    return parser
+
+
+def _table(headers, rows):
+    import prettytable
+    table = prettytable.PrettyTable(headers)
+    table.align = 'l'
+    for row in rows:
+        table.add_row(['-' if v is None else v for v in row])
+    return table.get_string()
+
+
+def render_plan(the_plan):
+    request = the_plan.request
+    lines = ['%d x %s for role %s: variants %s' % (
+        request.count, request.family, request.role,
+        ', '.join(v.flavor for v in the_plan.variants))]
+    if the_plan.candidates:
+        lines += ['', 'Candidates, in boot order:', _table(
+            ['#', 'Cluster', 'Flavor', 'Pool', 'NUMA', 'Capacity'],
+            [(i + 1, c.cluster, c.variant.flavor, c.variant.pool,
+              c.variant.numa, 'unknown' if c.capacity is None
+              else c.capacity)
+             for i, c in enumerate(the_plan.candidates)])]
+    if the_plan.verdicts:
+        lines += ['', 'Clusters and variants:', _table(
+            ['Cluster', 'Flavor', 'Kept', 'Capacity', 'Why'],
+            [(v.cluster, v.variant.flavor if v.variant else '(cluster)',
+              'yes' if v.kept else 'no', v.capacity, v.reason)
+             for v in the_plan.verdicts])]
+    for warning in the_plan.warnings:
+        lines.append('warning: %s' % warning)
+    if the_plan.refusal:
+        lines += ['', 'Refused: %s' % the_plan.refusal]
+    return '\n'.join(lines)
+
+
+def render_result(result):
+    lines = []
+    if result.placed:
+        lines.append('Placed %d x %s in cluster %s: %s' % (
+            len(result.servers), result.variant.flavor, result.cluster,
+            ', '.join(result.servers)))
+    else:
+        lines.append('Not placed: %s' % result.error)
+    if result.attempts:
+        lines += ['', 'Attempts:', _table(
+            ['#', 'Cluster', 'Flavor', 'Outcome', 'Why'],
+            [(i + 1, a.cluster, a.flavor, a.outcome, a.reason)
+             for i, a in enumerate(result.attempts)])]
+    return '\n'.join(lines)
+
+
+def _request(args):
+    from nova_sched_ext.broker import planning
+    return planning.Request(
+        family=args.family, image=args.image, network=args.network,
+        count=args.count, role=args.role, datacenter=args.datacenter,
+        zone=args.zone, clusters=tuple(args.clusters),
+        deployment_set=args.deployment_set, name=args.name)
+
+
+def run(args, broker_factory=None, stdout=None):
+    """Run a parsed command; its exit status."""
+    from nova_sched_ext.broker import config as broker_config
+    from nova_sched_ext.broker import service
+    stdout = stdout or sys.stdout
+    path = args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG
+    conf = broker_config.load(path)
+    broker = (broker_factory or service.Broker)(conf)
+    request = _request(args)
+    if args.command == 'plan':
+        the_plan = broker.plan(request)
+        stdout.write((json.dumps(the_plan.to_dict(), indent=2)
+                      if args.json else render_plan(the_plan)) + '\n')
+        return 1 if the_plan.refusal else 0
+    result = broker.place(request)
+    stdout.write((json.dumps(result.to_dict(), indent=2)
+                  if args.json else render_result(result)) + '\n')
+    return 0 if result.placed else 1
+
+
+def main(argv=None, broker_factory=None):
+    args = build_parser().parse_args(sys.argv[1:] if argv is None
+                                     else argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format='%(levelname)s %(name)s: %(message)s', stream=sys.stderr)
+    from nova_sched_ext.broker import config as broker_config
+    from nova_sched_ext.broker import planning
+    from nova_sched_ext import registry
+    try:
+        return run(args, broker_factory=broker_factory)
+    except (broker_config.ConfigError, planning.RequestError,
+            registry.PluginLoadError) as exc:
+        sys.stderr.write('%s: %s\n' % (PROG, exc))
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

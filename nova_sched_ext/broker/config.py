@@ -1,0 +1,392 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The broker's configuration: a YAML file the deployer writes.
+
+It is read and checked whole by :func:`load` (or :func:`parse` for a
+mapping already read); every fault is a :class:`ConfigError` whose one
+line names the file, the key (``clusters.east-1.pools[1]``) and the
+problem, and nothing is used of a file that has one.  The sections (see
+``etc/nova-sched-ext-broker.yaml.sample`` and ``doc/source/broker.rst``):
+
+``broker``
+    ``chooser`` (an entry point of :data:`CHOOSER_NAMESPACE`, default
+    ``most-capacity``), ``boot_timeout`` and ``poll_interval`` (seconds),
+    ``max_attempts`` (boots tried per request).
+``clusters``
+    by cluster name: ``cloud`` (its ``clouds.yaml`` entry, default the
+    cluster's name), ``region``, ``datacenter``, optional ``zone`` (the
+    availability zone booted into and counted), ``pools``.
+``flavor_families``
+    by base flavor: ``variants``, in priority order, each a ``flavor``
+    (its name in every cluster), a ``pool`` and a ``numa`` kind
+    (``single`` or ``dual``).
+``roles``
+    by role name: ``numa`` (the NUMA kinds the role may get),
+    optional ``pools`` (the pools it may get; default all) and
+    ``preemptible`` (its instances count against the data center's cap).
+    :data:`DEFAULT_ROLES` (the seed's three) apply unless overridden by
+    name.
+``preemptible_caps``
+    by data center: the preemptible instances it may hold at most.
+``deployment_sets``
+    ``max_size`` (the members of one set across every cluster; default
+    none) and ``caps`` (a lower cap by set name).
+"""
+
+import dataclasses
+import re
+import typing
+
+import yaml
+
+#: the stevedore namespace of the cluster choosers
+CHOOSER_NAMESPACE = 'nova_sched_ext.broker_choosers'
+DEFAULT_CHOOSER = 'most-capacity'
+
+SINGLE = 'single'
+DUAL = 'dual'
+NUMA_KINDS = (SINGLE, DUAL)
+
+DEFAULT_BOOT_TIMEOUT = 600
+DEFAULT_POLL_INTERVAL = 5
+DEFAULT_MAX_ATTEMPTS = 4
+#: what a configuration may ask for: a bound keeps a typo from waiting a day
+MAX_BOOT_TIMEOUT = 86400
+MAX_ATTEMPTS = 100
+
+#: The seed's three roles.  pay-as-you-go takes every variant in the
+#: family's order (the seed's: dpdk single-NUMA, dpdk dual-NUMA, normal
+#: single-NUMA, normal dual-NUMA); auto-scaling single-NUMA variants only;
+#: preemptible dual-NUMA variants only, counted against the data
+#: center's cap.
+DEFAULT_ROLES = {
+    'pay-as-you-go': {'numa': [SINGLE, DUAL]},
+    'auto-scaling': {'numa': [SINGLE]},
+    'preemptible': {'numa': [DUAL], 'preemptible': True},
+}
+
+# Names become log lines, table cells and server names: printable, no
+# spaces, bounded.
+_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}', re.ASCII)
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message says where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    name: str
+    cloud: str
+    region: str
+    datacenter: str
+    zone: typing.Optional[str]
+    pools: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    flavor: str
+    pool: str
+    numa: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    name: str
+    variants: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Role:
+    name: str
+    numa: tuple
+    pools: typing.Optional[tuple] = None
+    preemptible: bool = False
+
+    def allows(self, variant):
+        return variant.numa in self.numa and (
+            self.pools is None or variant.pool in self.pools)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    path: str
+    clusters: dict
+    families: dict
+    roles: dict
+    preemptible_caps: dict
+    set_max_size: typing.Optional[int] = None
+    set_caps: dict = dataclasses.field(default_factory=dict)
+    chooser: str = DEFAULT_CHOOSER
+    boot_timeout: float = DEFAULT_BOOT_TIMEOUT
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+    def set_cap(self, name):
+        """The cross-cluster cap of deployment set ``name``, or None."""
+        return self.set_caps.get(name, self.set_max_size)
+
+
+class _Checker:
+    """Reads values out of the parsed YAML, naming the file and key."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def fail(self, key, problem):
+        raise ConfigError('%s: %s: %s' % (self.path, key or '(top level)',
+                                          problem))
+
+    def mapping(self, value, key, known=None, required=()):
+        if not isinstance(value, dict):
+            self.fail(key, 'expected a mapping, got %s'
+                      % _kind(value))
+        for name in value:
+            if not isinstance(name, str):
+                self.fail(key, 'the key %r is not a string' % (name,))
+        if known is not None:
+            unknown = sorted(set(value) - set(known))
+            if unknown:
+                self.fail(_join(key, unknown[0]),
+                          'unknown key; known: %s' % ', '.join(known))
+        for name in required:
+            if name not in value:
+                self.fail(_join(key, name), 'missing')
+        return value
+
+    def name(self, value, key):
+        if not isinstance(value, str) or not _NAME.fullmatch(value):
+            self.fail(key, 'expected a name (letters, digits and . _ : @ -, '
+                      'at most 128, starting with a letter or digit), got '
+                      '%s' % _shown(value))
+        return value
+
+    def integer(self, value, key, low, high=None):
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, 'expected an integer, got %s' % _shown(value))
+        if value < low or (high is not None and value > high):
+            self.fail(key, 'must be from %d to %s, got %d'
+                      % (low, high if high is not None else 'any', value))
+        return value
+
+    def number(self, value, key, low, high):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, 'expected a number, got %s' % _shown(value))
+        if not low <= value <= high:
+            self.fail(key, 'must be from %s to %s, got %s'
+                      % (low, high, value))
+        return float(value)
+
+    def names(self, value, key, choices=None):
+        if not isinstance(value, list) or not value:
+            self.fail(key, 'expected a non-empty list, got %s'
+                      % _shown(value))
+        result = []
+        for i, item in enumerate(value):
+            item_key = '%s[%d]' % (key, i)
+            self.name(item, item_key)
+            if choices is not None and item not in choices:
+                self.fail(item_key, '%r is not one of %s'
+                          % (item, ', '.join(choices)))
+            if item in result:
+                self.fail(item_key, '%r is listed twice' % item)
+            result.append(item)
+        return tuple(result)
+
+
+def _join(key, name):
+    return '%s.%s' % (key, name) if key else name
+
+
+def _kind(value):
+    if value is None:
+        return 'nothing'
+    return {dict: 'a mapping', list: 'a list', str: 'a string',
+            bool: 'a boolean', int: 'an integer',
+            float: 'a number'}.get(type(value), type(value).__name__)
+
+
+def _shown(value):
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + '...'
+
+
+def load(path):
+    """The :class:`Config` of a YAML file; :class:`ConfigError` if bad."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError('%s: cannot be read: %s'
+                          % (path, exc.strerror or exc))
+    except UnicodeDecodeError as exc:
+        raise ConfigError('%s: is not UTF-8 text (byte %d)'
+                          % (path, exc.start))
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, 'problem_mark', None)
+        where = (' at line %d, column %d' % (mark.line + 1, mark.column + 1)
+                 if mark is not None else '')
+        problem = getattr(exc, 'problem', None) or str(exc).splitlines()[0]
+        raise ConfigError('%s: is not valid YAML%s: %s'
+                          % (path, where, problem))
+    return parse(data, path)
+
+
+def parse(data, path='<configuration>'):
+    """The :class:`Config` of a parsed mapping; :class:`ConfigError`."""
+    check = _Checker(path)
+    check.mapping(data, '', known=(
+        'broker', 'clusters', 'flavor_families', 'roles',
+        'preemptible_caps', 'deployment_sets'),
+        required=('clusters', 'flavor_families'))
+    settings = _broker_settings(check, data.get('broker') or {})
+    clusters = _clusters(check, data['clusters'])
+    families = _families(check, data['flavor_families'], clusters)
+    roles = _roles(check, data.get('roles') or {})
+    datacenters = {c.datacenter for c in clusters.values()}
+    caps = {}
+    raw_caps = check.mapping(data.get('preemptible_caps') or {},
+                             'preemptible_caps')
+    for dc, cap in raw_caps.items():
+        key = 'preemptible_caps.%s' % dc
+        if dc not in datacenters:
+            check.fail(key, 'no cluster is in data center %r (known: %s)'
+                       % (dc, ', '.join(sorted(datacenters))))
+        caps[dc] = check.integer(cap, key, 0)
+    sets = check.mapping(data.get('deployment_sets') or {},
+                         'deployment_sets', known=('max_size', 'caps'))
+    set_max_size = None
+    if sets.get('max_size') is not None:
+        set_max_size = check.integer(sets['max_size'],
+                                     'deployment_sets.max_size', 1)
+    set_caps = {}
+    for name, cap in check.mapping(sets.get('caps') or {},
+                                   'deployment_sets.caps').items():
+        key = 'deployment_sets.caps.%s' % name
+        check.name(name, key)
+        set_caps[name] = check.integer(cap, key, 1)
+    return Config(path=path, clusters=clusters, families=families,
+                  roles=roles, preemptible_caps=caps,
+                  set_max_size=set_max_size, set_caps=set_caps, **settings)
+
+
+def _broker_settings(check, raw):
+    check.mapping(raw, 'broker', known=('chooser', 'boot_timeout',
+                                        'poll_interval', 'max_attempts'))
+    settings = {}
+    if 'chooser' in raw:
+        settings['chooser'] = check.name(raw['chooser'], 'broker.chooser')
+    if 'boot_timeout' in raw:
+        settings['boot_timeout'] = check.number(
+            raw['boot_timeout'], 'broker.boot_timeout', 1, MAX_BOOT_TIMEOUT)
+    if 'poll_interval' in raw:
+        settings['poll_interval'] = check.number(
+            raw['poll_interval'], 'broker.poll_interval', 0.1, 600)
+    if 'max_attempts' in raw:
+        settings['max_attempts'] = check.integer(
+            raw['max_attempts'], 'broker.max_attempts', 1, MAX_ATTEMPTS)
+    return settings
+
+
+def _clusters(check, raw):
+    check.mapping(raw, 'clusters')
+    if not raw:
+        check.fail('clusters', 'no cluster is configured')
+    clusters = {}
+    clouds = {}
+    for name, body in raw.items():
+        key = 'clusters.%s' % name
+        check.name(name, key)
+        check.mapping(body, key, known=('cloud', 'region', 'datacenter',
+                                        'zone', 'pools'),
+                      required=('region', 'datacenter', 'pools'))
+        cloud = check.name(body.get('cloud', name), key + '.cloud')
+        region = check.name(body['region'], key + '.region')
+        if (cloud, region) in clouds:
+            check.fail(key, 'cloud %r region %r is already cluster %s'
+                       % (cloud, region, clouds[cloud, region]))
+        clouds[cloud, region] = name
+        zone = body.get('zone')
+        if zone is not None:
+            zone = check.name(zone, key + '.zone')
+        clusters[name] = Cluster(
+            name=name, cloud=cloud, region=region,
+            datacenter=check.name(body['datacenter'], key + '.datacenter'),
+            zone=zone, pools=check.names(body['pools'], key + '.pools'))
+    return clusters
+
+
+def _families(check, raw, clusters):
+    check.mapping(raw, 'flavor_families')
+    if not raw:
+        check.fail('flavor_families', 'no flavor family is configured')
+    pools = {p for c in clusters.values() for p in c.pools}
+    families = {}
+    for name, body in raw.items():
+        key = 'flavor_families.%s' % name
+        check.name(name, key)
+        check.mapping(body, key, known=('variants',), required=('variants',))
+        variants = body['variants']
+        if not isinstance(variants, list) or not variants:
+            check.fail(key + '.variants', 'expected a non-empty list, got %s'
+                       % _shown(variants))
+        seen = set()
+        result = []
+        for i, item in enumerate(variants):
+            item_key = '%s.variants[%d]' % (key, i)
+            check.mapping(item, item_key, known=('flavor', 'pool', 'numa'),
+                          required=('flavor', 'pool', 'numa'))
+            flavor = check.name(item['flavor'], item_key + '.flavor')
+            if flavor in seen:
+                check.fail(item_key + '.flavor',
+                           'flavor %r is listed twice' % flavor)
+            seen.add(flavor)
+            pool = check.name(item['pool'], item_key + '.pool')
+            if pool not in pools:
+                check.fail(item_key + '.pool',
+                           'no cluster has pool %r (pools: %s)'
+                           % (pool, ', '.join(sorted(pools))))
+            numa = item['numa']
+            if numa not in NUMA_KINDS:
+                check.fail(item_key + '.numa', 'expected one of %s, got %s'
+                           % (', '.join(NUMA_KINDS), _shown(numa)))
+            result.append(Variant(flavor=flavor, pool=pool, numa=numa))
+        families[name] = Family(name=name, variants=tuple(result))
+    return families
+
+
+def _roles(check, raw):
+    check.mapping(raw, 'roles')
+    merged = dict(DEFAULT_ROLES)
+    merged.update(raw)
+    roles = {}
+    for name, body in merged.items():
+        key = 'roles.%s' % name
+        check.name(name, key)
+        check.mapping(body, key, known=('numa', 'pools', 'preemptible'),
+                      required=('numa',))
+        preemptible = body.get('preemptible', False)
+        if not isinstance(preemptible, bool):
+            check.fail(key + '.preemptible', 'expected true or false, got %s'
+                       % _shown(preemptible))
+        pools = body.get('pools')
+        roles[name] = Role(
+            name=name,
+            numa=check.names(body['numa'], key + '.numa', NUMA_KINDS),
+            pools=None if pools is None else check.names(pools,
+                                                         key + '.pools'),
+            preemptible=preemptible)
+    return roles

@@ -1,0 +1,318 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-sched-ext-sim --broker``: the broker's decision on the trace.
+
+The trace's hosts are split into clusters by rack ranges (the racks in
+ascending order, cut into ``clusters`` runs of as even a size as
+possible); each request of a trace is then decided by the broker's own
+planning function (:func:`nova_sched_ext.broker.planning.plan`) on the
+clusters' capacity, counted exactly as the capacity API counts it (the
+package's fit engine, :func:`nova_sched_ext.fit.engine.place_counts`,
+capped by each host's free VCPU and MEMORY_MB), and placed in the chosen
+cluster on the host with the fewest instances of its shape left (a
+best fit), with the fit engine's own placement.  Four runs per trace:
+
+``fixed``
+    each request's NUMA kind as the trace gives it (one variant);
+``conversion``
+    the broker's conversion: the request's kind first, then the other one
+    (a single-NUMA request may become dual-NUMA and the reverse; a
+    dual-NUMA variant only where vCPUs and RAM split evenly over two
+    nodes, as Nova requires);
+
+each with cluster choice by ``most-capacity`` and by ``round-robin``
+(the chooser plugins of :mod:`nova_sched_ext.broker.choosers`).
+
+What is left out, and why: the trace's server groups (affinity,
+anti-affinity, fault domains) are each cluster's scheduler's business,
+not the broker's, so every request is placed on its own; one request is
+one server (the trace has no counts).  The fallback here is the
+broker's walk of the candidates (:mod:`nova_sched_ext.broker.service`
+does the real boots and clean-ups, which the unit tests exercise).
+``passes`` replays the trace that many times back to back: once, the
+trace asks for less than the hosts hold and every mode places nearly
+everything.
+
+``refresh`` models the seed's stale numbers: the broker reads each
+cluster's capacity only every ``refresh`` requests (as a capacity API
+serving cached reports would answer) and decides on that picture; a boot
+in a cluster that has no room left for the variant fails (Nova's
+NoValidHost), is counted in ``failed_boots``, and the next candidate is
+tried, at most ``broker.max_attempts`` boots (4) per request.  With
+``refresh`` 1 the counts are fresh and no boot fails.
+"""
+
+import dataclasses
+
+from nova_sched_ext.broker import choosers
+from nova_sched_ext.broker import config as broker_config
+from nova_sched_ext.broker import planning
+from nova_sched_ext.fit import engine
+from nova_sched_ext.fit import model as m
+from nova_sched_ext.fit import pyfit
+
+MODES = ('fixed', 'conversion')
+CHOOSERS = ('most-capacity', 'round-robin')
+POOL = 'normal'
+DATACENTER = 'dc'
+KIND = {1: broker_config.SINGLE, 2: broker_config.DUAL}
+NODES = {broker_config.SINGLE: 1, broker_config.DUAL: 2}
+
+
+@dataclasses.dataclass
+class RunResult:
+    trace: str
+    mode: str
+    chooser: str
+    requests: int = 0
+    placed: int = 0
+    placed_vcpus: int = 0
+    #: placed with the other NUMA kind than the trace asked for
+    converted: int = 0
+    #: boots that found no room (stale capacity), each followed by the
+    #: next candidate
+    failed_boots: int = 0
+    #: {cluster: placed}
+    by_cluster: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def rejected(self):
+        return self.requests - self.placed
+
+    def to_dict(self):
+        return {'trace': self.trace, 'mode': self.mode,
+                'chooser': self.chooser, 'requests': self.requests,
+                'placed': self.placed, 'placed_vcpus': self.placed_vcpus,
+                'rejected': self.rejected, 'converted': self.converted,
+                'failed_boots': self.failed_boots,
+                'by_cluster': dict(self.by_cluster)}
+
+
+def split_by_racks(hosts, clusters):
+    """``{cluster name: [TraceHost]}``: ``clusters`` runs of racks."""
+    def rack_key(rack):
+        return (0, int(rack), '') if rack.isdigit() else (1, 0, rack)
+    racks = sorted({h.rack for h in hosts}, key=rack_key)
+    if clusters > len(racks):
+        raise ValueError('%d clusters but only %d racks'
+                         % (clusters, len(racks)))
+    cluster_of = {}
+    for i, rack in enumerate(racks):
+        cluster_of[rack] = 'cluster-%d' % (i * clusters // len(racks) + 1)
+    result = {'cluster-%d' % (i + 1): [] for i in range(clusters)}
+    for host in hosts:
+        result[cluster_of[host.rack]].append(host)
+    return result
+
+
+def host_model(trace_host):
+    """The fit engine's model of an empty trace host (shared CPUs)."""
+    cells = tuple(m.HostCell(
+        id=i, cpus=vcpus, pcpus=0, free_pcpus=0, cpu_usage=0,
+        memory=memory_mb, memory_usage=0, threads_per_core=1,
+        pcpus_are_cpus=False, free_sibling_sizes=(), pages=(),
+        pci_devices=0) for i, (vcpus, memory_mb) in enumerate(
+            trace_host.cells))
+    return m.Host(cells=cells, cpu_allocation_ratio=1.0,
+                  ram_allocation_ratio=1.0,
+                  total_vcpus=trace_host.vcpus, free_vcpus=trace_host.vcpus,
+                  total_memory_mb=trace_host.memory_mb,
+                  free_memory_mb=trace_host.memory_mb)
+
+
+def variant_shape(vcpus, memory_mb, kind):
+    """The fit engine's shape of a variant, or None if Nova refuses it.
+
+    Nova splits a flavor's vCPUs and RAM evenly over ``hw:numa_nodes``
+    and refuses a flavor they do not divide.
+    """
+    nodes = NODES[kind]
+    if vcpus % nodes or memory_mb % nodes:
+        return None
+    cells = tuple(m.RequestCell(
+        id=i, cpus=vcpus // nodes, pcpus=0, memory=memory_mb // nodes,
+        pagesize=m.PAGESIZE_NONE, cpu_policy=m.CPU_SHARED,
+        thread_policy=m.THREAD_PREFER) for i in range(nodes))
+    return m.Shape(vcpus=vcpus, memory_mb=memory_mb,
+                   numa=m.Request(cells=cells))
+
+
+def variant_name(vcpus, memory_mb, kind):
+    return '%dc%dg-%dn' % (vcpus, memory_mb // 1024, NODES[kind])
+
+
+def broker_config_for(cluster_names, requests, mode):
+    """The broker configuration of a replay: one family per trace flavor.
+
+    A family is named after the flavor the trace asks for; its variants
+    are that flavor and, with ``conversion``, the same size in the other
+    NUMA kind after it.
+    """
+    families = {}
+    for request in requests:
+        flavor = request.flavor
+        family = flavor.name
+        if family in families:
+            continue
+        own = KIND[flavor.numa_nodes]
+        kinds = [own]
+        if mode == 'conversion':
+            kinds += [k for k in NODES if k != own]
+        variants = [{'flavor': variant_name(flavor.vcpus, flavor.memory_mb,
+                                            k), 'pool': POOL, 'numa': k}
+                    for k in kinds if variant_shape(
+                        flavor.vcpus, flavor.memory_mb, k) is not None]
+        families[family] = {'variants': variants}
+    return broker_config.parse({
+        'clusters': {name: {'region': name, 'datacenter': DATACENTER,
+                            'pools': [POOL]} for name in cluster_names},
+        'flavor_families': families,
+    }, '<nova-sched-ext-sim --broker>')
+
+
+class SimulatedClusters:
+    """The clusters' hosts and their capacity, kept up to date."""
+
+    def __init__(self, by_cluster, shapes):
+        #: {variant flavor name: index into the shapes}
+        self.shape_index = {name: i for i, name in enumerate(shapes)}
+        self.shapes = list(shapes.values())
+        self.hosts = {}
+        self.counts = {}
+        self.totals = {}
+        for name, trace_hosts in by_cluster.items():
+            models = [host_model(h) for h in trace_hosts]
+            self.hosts[name] = models
+            self.counts[name] = self._count(models)
+            self.totals[name] = [sum(c[k] for c in self.counts[name])
+                                 for k in range(len(self.shapes))]
+
+    def _count(self, models):
+        prepared = [engine.prepare(h) for h in models]
+        limits = []
+        for host in models:
+            for shape in self.shapes:
+                room = min(host.free_vcpus // shape.vcpus,
+                           host.free_memory_mb // shape.memory_mb)
+                limits.append(max(0, min(room, m.MAX_INSTANCES)))
+        flat = engine.place_counts(prepared, self.shapes, limits)
+        n = len(self.shapes)
+        return [flat[i * n:(i + 1) * n] for i in range(len(models))]
+
+    def snapshot(self):
+        """What a capacity read returns now: ``{cluster: totals}``."""
+        return {name: list(totals) for name, totals in self.totals.items()}
+
+    def view(self, conf, name, variants, snapshot=None):
+        """The broker's view of cluster ``name``.
+
+        From ``snapshot`` (an earlier :meth:`snapshot`) if given, else
+        the exact counts of now.
+        """
+        totals = (snapshot or self.totals)[name]
+        return planning.ClusterView(
+            cluster=conf.clusters[name], image_present=True,
+            # the trace has no networks: addresses never run out
+            free_ips=planning.MAX_COUNT,
+            capacity={v.flavor: totals[self.shape_index[v.flavor]]
+                      for v in variants})
+
+    def place(self, name, flavor):
+        """Place one instance of ``flavor`` in cluster ``name``.
+
+        On the host with the fewest instances of the shape left (best
+        fit); False if no host takes it (the capacity said one does).
+        """
+        k = self.shape_index[flavor]
+        counts = self.counts[name]
+        best = None
+        for i, row in enumerate(counts):
+            if row[k] > 0 and (best is None or row[k] < counts[best][k]):
+                best = i
+        if best is None:
+            return False
+        host = self.hosts[name][best]
+        after = pyfit.place(host, self.shapes[k])
+        if after is None:
+            return False
+        self.hosts[name][best] = after
+        new_row = self._count([after])[0]
+        self.totals[name] = [t - old + new for t, old, new in zip(
+            self.totals[name], counts[best], new_row)]
+        counts[best] = new_row
+        return True
+
+
+def replay(label, hosts, requests, mode, chooser_name, clusters=3,
+           refresh=1):
+    """One run: a :class:`RunResult`."""
+    by_cluster = split_by_racks(hosts, clusters)
+    conf = broker_config_for(list(by_cluster), requests, mode)
+    shapes = {}
+    for family in conf.families.values():
+        for variant in family.variants:
+            if variant.flavor not in shapes:
+                flavor_vcpus, memory_gb = variant.flavor.split('-')[0][
+                    :-1].split('c')
+                shapes[variant.flavor] = variant_shape(
+                    int(flavor_vcpus), int(memory_gb) * 1024, variant.numa)
+    world = SimulatedClusters(by_cluster, shapes)
+    chooser = {'most-capacity': choosers.MostCapacity,
+               'round-robin': choosers.RoundRobin}[chooser_name](conf)
+    result = RunResult(trace=label, mode=mode, chooser=chooser_name,
+                       by_cluster={name: 0 for name in by_cluster})
+    snapshot = None
+    for i, trace_request in enumerate(requests):
+        if refresh > 1 and i % refresh == 0:
+            snapshot = world.snapshot()
+        result.requests += 1
+        request = planning.Request(
+            family=trace_request.flavor.name, image='trace',
+            network='trace', count=1)
+        variants = conf.families[request.family].variants
+        views = {name: world.view(conf, name, variants, snapshot)
+                 for name in by_cluster}
+        plan = planning.plan(conf, request, views, chooser)
+        for candidate in plan.candidates[:conf.max_attempts]:
+            if not world.place(candidate.cluster, candidate.variant.flavor):
+                result.failed_boots += 1
+            else:
+                chooser.placed(candidate)
+                result.placed += 1
+                result.placed_vcpus += trace_request.flavor.vcpus
+                result.by_cluster[candidate.cluster] += 1
+                if NODES[candidate.variant.numa] != \
+                        trace_request.flavor.numa_nodes:
+                    result.converted += 1
+                break
+    return result
+
+
+def table(results):
+    """The runs side by side, one row per trace, mode and chooser."""
+    headers = ('trace', 'mode', 'chooser', 'requests', 'placed',
+               'placed vCPUs', 'rejected', 'converted', 'failed boots')
+    rows = [(r.trace, r.mode, r.chooser, str(r.requests), str(r.placed),
+             str(r.placed_vcpus), str(r.rejected), str(r.converted),
+             str(r.failed_boots))
+            for r in results]
+    widths = [max(len(h), *(len(row[i]) for row in rows))
+              for i, h in enumerate(headers)]
+    line = '  '.join('-' * w for w in widths)
+    out = [line, '  '.join(h.ljust(w) for h, w in zip(headers,
+                                                      widths)).rstrip(),
+           line]
+    out += ['  '.join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+            for row in rows]
+    out.append(line)
+    return '\n'.join(out)
