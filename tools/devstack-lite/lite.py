@@ -31,7 +31,8 @@
 ``nova-setup``
     Create the flavors tempest's ``flavor_ref`` options name, then wait
     until every fake compute is a hypervisor in Nova and a resource provider
-    with its NUMA layout trait in placement; print the hosts.
+    with its NUMA layout trait in placement; print the hosts. In region
+    ``NSE_LITE_REGION`` when set (the two-cluster run has two).
 
 The endpoints and credentials come from ``NSE_LITE_*`` environment
 variables set by run.sh.
@@ -188,11 +189,12 @@ def nova_setup(args):
     from keystoneauth1 import adapter
 
     sess = _admin_session()
+    region = ENV.get('NSE_LITE_REGION')
     compute = adapter.Adapter(sess, service_type='compute',
-                              interface='public',
+                              interface='public', region_name=region,
                               default_microversion='2.53')
     placement = adapter.Adapter(sess, service_type='placement',
-                                interface='public',
+                                interface='public', region_name=region,
                                 default_microversion='1.6')
 
     for flavor_id, name, ram, vcpus, disk in (
