@@ -42,6 +42,8 @@
 #   NSE_LITE_PYTHON      interpreter for the virtualenv [python3]
 #   NSE_LITE_PORT_BASE   first of eight consecutive TCP ports [35350]
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
+#   NSE_LITE_DB_PREFIX   prefix of the databases <prefix>_keystone, ... and
+#                        of the RabbitMQ vhost <prefix>_lite [nse]
 #   NSE_LITE_RABBIT      RabbitMQ host:port, user guest/guest [127.0.0.1:5672]
 #   NSE_LITE_TIMEOUT     seconds for the whole run [2400]
 #   NSE_LITE_TEST_REGEX  tempest --regex [^nova_sched_ext\.tempest_plugin\.]
@@ -64,9 +66,10 @@ RUN_TIMEOUT=${NSE_LITE_TIMEOUT:-2400}
 PORT_BASE=${NSE_LITE_PORT_BASE:-35350}
 DB_URL=${NSE_LITE_DB_URL:-mysql+pymysql://root@127.0.0.1:3306}
 RABBIT=${NSE_LITE_RABBIT:-127.0.0.1:5672}
-RABBIT_VHOST=nse_lite
+DB_PREFIX=${NSE_LITE_DB_PREFIX:-nse}
+RABBIT_VHOST=${DB_PREFIX}_lite
 TEST_REGEX=${NSE_LITE_TEST_REGEX:-'^nova_sched_ext\.tempest_plugin\.'}
-DATABASES="nse_keystone nse_placement nse_nova_api nse_nova nse_nova_cell0"
+DATABASES="${DB_PREFIX}_keystone ${DB_PREFIX}_placement ${DB_PREFIX}_nova_api ${DB_PREFIX}_nova ${DB_PREFIX}_nova_cell0"
 PASSWORD=nse-lite-secret
 IMAGE_ID=5e1ec7ed-0000-4000-8000-00000000a1fe
 
@@ -466,7 +469,7 @@ function configure_service_client {
 
 step "keystone"
 KEYSTONE_CONF=$ETC/keystone/keystone.conf
-iniset "$KEYSTONE_CONF" database connection "$(db_url nse_keystone)"
+iniset "$KEYSTONE_CONF" database connection "$(db_url "${DB_PREFIX}_keystone")"
 iniset "$KEYSTONE_CONF" token provider fernet
 iniset "$KEYSTONE_CONF" fernet_tokens key_repository "$ETC/keystone/fernet-keys"
 iniset "$KEYSTONE_CONF" credential key_repository "$ETC/keystone/credential-keys"
@@ -495,7 +498,7 @@ wait_http key "$KEYSTONE_URL/v3"
 step "placement and the image/network stand-ins"
 PLACEMENT_CONF=$ETC/placement/placement.conf
 iniset "$PLACEMENT_CONF" placement_database connection \
-    "$(db_url nse_placement)"
+    "$(db_url "${DB_PREFIX}_placement")"
 iniset "$PLACEMENT_CONF" api auth_strategy keystone
 configure_auth_token "$PLACEMENT_CONF" placement
 "$VENV/bin/placement-manage" --config-file "$PLACEMENT_CONF" db sync \
@@ -527,8 +530,8 @@ iniset "$NOVA_CONF" DEFAULT compute_driver fake.FakeDriverWithoutFakeNodes
 iniset "$NOVA_CONF" quota driver nova.quota.NoopQuotaDriver
 iniset "$NOVA_CONF" wsgi api_paste_config "$NOVA_CONF_DIR/api-paste.ini"
 iniset "$NOVA_CONF" api auth_strategy keystone
-iniset "$NOVA_CONF" api_database connection "$(db_url nse_nova_api)"
-iniset "$NOVA_CONF" database connection "$(db_url nse_nova)"
+iniset "$NOVA_CONF" api_database connection "$(db_url "${DB_PREFIX}_nova_api")"
+iniset "$NOVA_CONF" database connection "$(db_url "${DB_PREFIX}_nova")"
 iniset "$NOVA_CONF" oslo_concurrency lock_path "$DATA_DIR/lock"
 iniset "$NOVA_CONF" filter_scheduler enabled_filters "$NOVA_FILTERS"
 iniset "$NOVA_CONF" scheduler workers 1
@@ -571,7 +574,7 @@ nova_manage=("$VENV/bin/nova-manage" --config-file "$NOVA_CONF")
 {
     "${nova_manage[@]}" api_db sync
     "${nova_manage[@]}" cell_v2 map_cell0 \
-        --database_connection "$(db_url nse_nova_cell0)"
+        --database_connection "$(db_url "${DB_PREFIX}_nova_cell0")"
     "${nova_manage[@]}" db sync
     "${nova_manage[@]}" cell_v2 create_cell --name cell1 --verbose
 } >> "$LOGDIR/nova-manage.log" 2>&1 \
