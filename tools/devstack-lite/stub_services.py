@@ -363,7 +363,8 @@ class Networks:
         return None
 
 
-DEFAULT_GROUP_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, 'security-group/default'))
+DEFAULT_GROUP_ID = str(uuid.uuid5(uuid.NAMESPACE_URL,
+                                  'security-group/default'))
 NETWORKS = Networks(_pairs('NSE_LITE_NETWORKS', []))
 
 

@@ -305,7 +305,8 @@ done
 rm -rf "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/bin"
 mkdir -p "$LOGDIR" "$PIDDIR" "$ETC" "$WORK/bin"
 
-if [[ -x "$VENV/bin/nova-api" && -x "$VENV/bin/keystone-manage" ]]; then
+if [[ -x "$VENV/bin/nova-manage" && -x "$VENV/bin/keystone-manage" &&
+      -x "$VENV/bin/placement-manage" && -x "$VENV/bin/gunicorn" ]]; then
     echo "reusing $VENV"
 else
     step "virtualenv with keystone, placement and nova from PyPI"
