@@ -97,13 +97,8 @@ export NSE_LITE_PASSWORD=$PASSWORD NSE_LITE_IMAGE_ID=$IMAGE_ID
 export PYTHONDONTWRITEBYTECODE=1
 
 STARTED=$SECONDS
-function elapsed {
-    local s=$((SECONDS - STARTED))
-    printf '%d:%02d' $((s / 60)) $((s % 60))
-}
-function step {
-    printf '\n=== [%s] %s\n' "$(elapsed)" "$*"
-}
+# shellcheck source=tools/devstack-lite/services.sh
+source "$LITE_DIR/services.sh"
 
 mkdir -p "$WORK"
 # One run at a time on this machine: the databases and ports are fixed.
@@ -146,65 +141,6 @@ SUPERVISOR_PID=
 DATABASES_CREATED=false
 VHOST_CREATED=false
 
-function sql {
-    "$VENV/bin/python" - "$DB_URL" "$@" <<'PY'
-import sys
-from urllib.parse import urlsplit
-
-import pymysql
-
-url = urlsplit(sys.argv[1].replace('mysql+pymysql://', 'mysql://'))
-connection = pymysql.connect(host=url.hostname or '127.0.0.1',
-                             port=url.port or 3306,
-                             user=url.username or 'root',
-                             password=url.password or '')
-with connection.cursor() as cursor:
-    for statement in sys.argv[2:]:
-        cursor.execute(statement)
-connection.commit()
-PY
-}
-
-# Stop every service at once (stop_process one by one would wait for each
-# graceful shutdown in turn), then kill what is left after 15 s.
-function stop_all_services {
-    local pidfile pids=() pid waited
-    for pidfile in "$PIDDIR"/*.pid; do
-        [[ -s "$pidfile" ]] || continue
-        lite_pidfile_alive "$pidfile" && pids+=("$(cut -d' ' -f1 "$pidfile")")
-        rm -f "$pidfile"
-    done
-    for pid in "${pids[@]}"; do
-        kill -TERM -- "-$pid" 2>/dev/null || true
-    done
-    local alive=true
-    for waited in $(seq 1 75); do
-        alive=false
-        for pid in "${pids[@]}"; do
-            if kill -0 -- "-$pid" 2>/dev/null; then
-                alive=true
-                break
-            fi
-        done
-        $alive || break
-        sleep 0.2
-    done
-    for pid in "${pids[@]}"; do
-        if kill -0 -- "-$pid" 2>/dev/null; then
-            echo "process group $pid did not stop in 15 s; killing it"
-            kill -KILL -- "-$pid" 2>/dev/null
-        fi
-    done
-}
-
-function show_logs {
-    local log
-    for log in "$LOGDIR"/*.log; do
-        [[ -s "$log" ]] || continue
-        printf '\n----- last lines of %s\n' "$log"
-        tail -n 25 "$log"
-    done
-}
 
 function teardown {
     local status=$?
@@ -266,41 +202,6 @@ function remaining {
     echo $((RUN_TIMEOUT - (SECONDS - STARTED)))
 }
 
-# Wait until a service answers HTTP; stop early if its process is gone.
-function wait_http {
-    local service=$1 url=$2 timeout=${3:-90} started=$SECONDS
-    until "$VENV/bin/python" "$LITE_DIR/lite.py" wait-http "$url" \
-            --timeout 3 > /dev/null 2>&1; do
-        if ! is_process_running "$service"; then
-            die $LINENO "$service exited; see $LOGDIR/$service.log"
-        fi
-        if [[ $((SECONDS - started)) -ge $timeout ]]; then
-            die $LINENO "$service did not answer on $url in $timeout s"
-        fi
-    done
-    echo "$service answers on $url"
-}
-
-# Wait for a line of the service's current run (run_process marks each start).
-function wait_log {
-    local service=$1 pattern=$2 timeout=${3:-90} waited=0
-    until awk '/^==== / { run = "" } { run = run $0 "\n" }
-               END { printf "%s", run }' "$LOGDIR/$service.log" 2>/dev/null \
-            | grep -q "$pattern"; do
-        if ! is_process_running "$service"; then
-            die $LINENO "$service exited; see $LOGDIR/$service.log"
-        fi
-        if [[ $waited -ge $((timeout * 2)) ]]; then
-            die $LINENO "$service did not log '$pattern' in $timeout s"
-        fi
-        sleep 0.5
-        waited=$((waited + 1))
-    done
-}
-
-function port_in_use {
-    (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null
-}
 
 # -- preflight ----------------------------------------------------------------
 
@@ -425,72 +326,10 @@ function start_redis {
 start_redis
 echo "redis-server on 127.0.0.1:$REDIS_PORT"
 
-function db_url {
-    echo "$DB_URL/$1?charset=utf8"
-}
-
-# gunicorn serving a WSGI module's "application" (wsgi_app.py says why the
-# indirection).
-function gunicorn_command {
-    local module=$1 port=$2
-    echo "$VENV/bin/gunicorn --bind 127.0.0.1:$port --workers 1" \
-        "--worker-class gthread --threads 4 --timeout 300" \
-        "--graceful-timeout 5 --no-control-socket" \
-        "--pythonpath $LITE_DIR 'wsgi_app:load(\"$module\")'"
-}
-
-# Written like lib/keystone, lib/placement and lib/nova configure auth.
-function configure_auth_token {
-    local conf=$1 user=$2
-    iniset "$conf" keystone_authtoken www_authenticate_uri "$KEYSTONE_URL"
-    iniset "$conf" keystone_authtoken auth_url "$KEYSTONE_URL"
-    iniset "$conf" keystone_authtoken auth_type password
-    iniset "$conf" keystone_authtoken username "$user"
-    iniset "$conf" keystone_authtoken password "$PASSWORD"
-    iniset "$conf" keystone_authtoken project_name service
-    iniset "$conf" keystone_authtoken user_domain_name Default
-    iniset "$conf" keystone_authtoken project_domain_name Default
-    iniset "$conf" keystone_authtoken service_token_roles_required True
-}
-
-function configure_service_client {
-    local conf=$1 section=$2 user=$3
-    iniset "$conf" "$section" auth_type password
-    iniset "$conf" "$section" auth_url "$KEYSTONE_URL"
-    iniset "$conf" "$section" username "$user"
-    iniset "$conf" "$section" password "$PASSWORD"
-    iniset "$conf" "$section" project_name service
-    iniset "$conf" "$section" user_domain_name Default
-    iniset "$conf" "$section" project_domain_name Default
-    iniset "$conf" "$section" region_name RegionOne
-}
-
 # -- keystone ----------------------------------------------------------------
 
 step "keystone"
-KEYSTONE_CONF=$ETC/keystone/keystone.conf
-iniset "$KEYSTONE_CONF" database connection "$(db_url "${DB_PREFIX}_keystone")"
-iniset "$KEYSTONE_CONF" token provider fernet
-iniset "$KEYSTONE_CONF" fernet_tokens key_repository "$ETC/keystone/fernet-keys"
-iniset "$KEYSTONE_CONF" credential key_repository "$ETC/keystone/credential-keys"
-mkdir -p "$ETC/keystone/fernet-keys" "$ETC/keystone/credential-keys"
-keystone_manage=("$VENV/bin/keystone-manage" --config-file "$KEYSTONE_CONF")
-{
-    "${keystone_manage[@]}" db_sync
-    "${keystone_manage[@]}" fernet_setup --keystone-user "$(id -un)" \
-        --keystone-group "$(id -gn)"
-    "${keystone_manage[@]}" credential_setup --keystone-user "$(id -un)" \
-        --keystone-group "$(id -gn)"
-    "${keystone_manage[@]}" bootstrap --bootstrap-password "$PASSWORD" \
-        --bootstrap-admin-url "$KEYSTONE_URL" \
-        --bootstrap-public-url "$KEYSTONE_URL" \
-        --bootstrap-internal-url "$KEYSTONE_URL" \
-        --bootstrap-region-id RegionOne
-} >> "$LOGDIR/keystone-manage.log" 2>&1 \
-    || die $LINENO "keystone-manage failed; see $LOGDIR/keystone-manage.log"
-run_process key "$(gunicorn_command keystone.wsgi.api "$KEYSTONE_PORT")" \
-    "" "" "OS_KEYSTONE_CONFIG_DIR=$ETC/keystone"
-wait_http key "$KEYSTONE_URL/v3"
+start_keystone "${DB_PREFIX}_keystone"
 "$VENV/bin/python" "$LITE_DIR/lite.py" keystone-setup
 
 # -- placement and the image/network stand-ins --------------------------------

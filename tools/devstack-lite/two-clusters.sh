@@ -58,13 +58,6 @@ export PYTHONDONTWRITEBYTECODE=1
 export NSE_LITE_KEYSTONE_URL=$KEYSTONE_URL NSE_LITE_PASSWORD=$PASSWORD
 
 STARTED=$SECONDS
-function elapsed {
-    local s=$((SECONDS - STARTED))
-    printf '%d:%02d' $((s / 60)) $((s % 60))
-}
-function step {
-    printf '\n=== [%s] %s\n' "$(elapsed)" "$*"
-}
 
 mkdir -p "$WORK"
 exec 9> "$WORK/.lock"
@@ -75,6 +68,8 @@ LOGDIR=$WORK/logs
 PIDDIR=$WORK/pids
 # shellcheck source=tools/devstack-lite/functions.sh
 source "$LITE_DIR/functions.sh"
+# shellcheck source=tools/devstack-lite/services.sh
+source "$LITE_DIR/services.sh"
 
 # The per-cluster settings: ports, names, files, region. Called in the
 # subshell that sets a cluster up and again for its teardown.
@@ -143,104 +138,6 @@ function cluster_env {
     fi
 }
 
-function sql {
-    "$VENV/bin/python" - "$DB_URL" "$@" <<'PY'
-import sys
-from urllib.parse import urlsplit
-
-import pymysql
-
-url = urlsplit(sys.argv[1].replace('mysql+pymysql://', 'mysql://'))
-connection = pymysql.connect(host=url.hostname or '127.0.0.1',
-                             port=url.port or 3306,
-                             user=url.username or 'root',
-                             password=url.password or '')
-with connection.cursor() as cursor:
-    for statement in sys.argv[2:]:
-        cursor.execute(statement)
-connection.commit()
-PY
-}
-
-function db_url {
-    echo "$DB_URL/$1?charset=utf8"
-}
-
-# Every process group of $PIDDIR: TERM at once, KILL what is left after 15 s.
-function stop_services_of {
-    local pidfile pids=() pid waited alive
-    for pidfile in "$PIDDIR"/*.pid; do
-        [[ -s "$pidfile" ]] || continue
-        lite_pidfile_alive "$pidfile" && pids+=("$(cut -d' ' -f1 "$pidfile")")
-        rm -f "$pidfile"
-    done
-    [[ ${#pids[@]} -gt 0 ]] || return 0
-    for pid in "${pids[@]}"; do
-        kill -TERM -- "-$pid" 2>/dev/null || true
-    done
-    for waited in $(seq 1 75); do
-        alive=false
-        for pid in "${pids[@]}"; do
-            kill -0 -- "-$pid" 2>/dev/null && { alive=true; break; }
-        done
-        $alive || break
-        sleep 0.2
-    done
-    for pid in "${pids[@]}"; do
-        kill -KILL -- "-$pid" 2>/dev/null || true
-    done
-}
-
-function wait_http {
-    local service=$1 url=$2 timeout=${3:-120} started=$SECONDS
-    until "$VENV/bin/python" "$LITE_DIR/lite.py" wait-http "$url" \
-            --timeout 3 > /dev/null 2>&1; do
-        is_process_running "$service" ||
-            die $LINENO "$service exited; see $LOGDIR/$service.log"
-        [[ $((SECONDS - started)) -lt $timeout ]] ||
-            die $LINENO "$service did not answer on $url in $timeout s"
-    done
-    echo "$CLUSTER: $service answers on $url"
-}
-
-function wait_log {
-    local service=$1 pattern=$2 timeout=${3:-180} waited=0
-    until awk '/^==== / { run = "" } { run = run $0 "\n" }
-               END { printf "%s", run }' "$LOGDIR/$service.log" 2>/dev/null \
-            | grep -q "$pattern"; do
-        is_process_running "$service" ||
-            die $LINENO "$service exited; see $LOGDIR/$service.log"
-        [[ $waited -lt $((timeout * 2)) ]] ||
-            die $LINENO "$service did not log '$pattern' in $timeout s"
-        sleep 0.5
-        waited=$((waited + 1))
-    done
-}
-
-function gunicorn_command {
-    local module=$1 port=$2
-    echo "$VENV/bin/gunicorn --bind 127.0.0.1:$port --workers 1" \
-        "--worker-class gthread --threads 4 --timeout 300" \
-        "--graceful-timeout 5 --no-control-socket" \
-        "--pythonpath $LITE_DIR 'wsgi_app:load(\"$module\")'"
-}
-
-function configure_auth {
-    local conf=$1 section=$2 user=$3
-    iniset "$conf" "$section" auth_type password
-    iniset "$conf" "$section" auth_url "$KEYSTONE_URL"
-    iniset "$conf" "$section" username "$user"
-    iniset "$conf" "$section" password "$PASSWORD"
-    iniset "$conf" "$section" project_name service
-    iniset "$conf" "$section" user_domain_name Default
-    iniset "$conf" "$section" project_domain_name Default
-    if [[ $section == keystone_authtoken ]]; then
-        iniset "$conf" "$section" www_authenticate_uri "$KEYSTONE_URL"
-        iniset "$conf" "$section" service_token_roles_required True
-    else
-        iniset "$conf" "$section" region_name "$REGION_NAME"
-    fi
-}
 
 # -- teardown ---------------------------------------------------------------
 
@@ -255,7 +152,7 @@ function teardown {
         [[ " $CREATED " == *" $name "* ]] || continue
         (
             cluster_env "$name"
-            stop_services_of
+            stop_all_services
             [[ -f "$NOVA_CONF" ]] && ( source "$REPO/devstack/plugin.sh" \
                 unstack ) >> "$LOGDIR/unstack.log" 2>&1
             local statements=() db
@@ -274,7 +171,7 @@ function teardown {
             fi
         )
     done
-    LOGDIR=$WORK/logs PIDDIR=$WORK/pids stop_services_of
+    LOGDIR=$WORK/logs PIDDIR=$WORK/pids stop_all_services
     [[ " $CREATED " == *" keystone "* ]] &&
         sql "DROP DATABASE IF EXISTS ${PREFIX}_keystone"
     [[ $status -eq 0 ]] || echo "two-cluster devstack-lite FAILED" \
@@ -289,7 +186,6 @@ trap 'echo "interrupted"; exit 130' INT TERM
 # -- preflight and virtualenv -------------------------------------------------
 
 step "preflight"
-port_in_use() { (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null; }
 for port in $(seq "$PORT_BASE" $((PORT_BASE + 8))); do
     port_in_use "$port" && die $LINENO "port $port is in use; set" \
         "NSE_LITE_CLUSTERS_PORT_BASE to a free range of nine ports"
@@ -335,30 +231,8 @@ step "keystone (RegionOne, RegionTwo)"
 CREATED+=" keystone"
 sql "DROP DATABASE IF EXISTS ${PREFIX}_keystone" \
     "CREATE DATABASE ${PREFIX}_keystone CHARACTER SET utf8mb4"
-KEYSTONE_CONF=$ETC/keystone/keystone.conf
-iniset "$KEYSTONE_CONF" database connection "$(db_url "${PREFIX}_keystone")"
-iniset "$KEYSTONE_CONF" token provider fernet
-iniset "$KEYSTONE_CONF" fernet_tokens key_repository "$ETC/keystone/fernet-keys"
-iniset "$KEYSTONE_CONF" credential key_repository "$ETC/keystone/credential-keys"
-mkdir -p "$ETC/keystone/fernet-keys" "$ETC/keystone/credential-keys"
-keystone_manage=("$VENV/bin/keystone-manage" --config-file "$KEYSTONE_CONF")
-{
-    "${keystone_manage[@]}" db_sync
-    "${keystone_manage[@]}" fernet_setup --keystone-user "$(id -un)" \
-        --keystone-group "$(id -gn)"
-    "${keystone_manage[@]}" credential_setup --keystone-user "$(id -un)" \
-        --keystone-group "$(id -gn)"
-    "${keystone_manage[@]}" bootstrap --bootstrap-password "$PASSWORD" \
-        --bootstrap-admin-url "$KEYSTONE_URL" \
-        --bootstrap-public-url "$KEYSTONE_URL" \
-        --bootstrap-internal-url "$KEYSTONE_URL" \
-        --bootstrap-region-id RegionOne
-} >> "$LOGDIR/keystone-manage.log" 2>&1 ||
-    die $LINENO "keystone-manage failed; see $LOGDIR/keystone-manage.log"
 ENABLED_SERVICES=key
-run_process key "$(gunicorn_command keystone.wsgi.api "$KEYSTONE_PORT")" \
-    "" "" "OS_KEYSTONE_CONFIG_DIR=$ETC/keystone"
-CLUSTER=keystone wait_http key "$KEYSTONE_URL/v3"
+start_keystone "${PREFIX}_keystone"
 
 # -- the clusters -------------------------------------------------------------
 
@@ -387,7 +261,7 @@ function start_cluster {
     iniset "$placement_conf" placement_database connection \
         "$(db_url "${PREFIX}_$1_placement")"
     iniset "$placement_conf" api auth_strategy keystone
-    configure_auth "$placement_conf" keystone_authtoken placement
+    configure_auth_token "$placement_conf" placement
     "$VENV/bin/placement-manage" --config-file "$placement_conf" db sync \
         >> "$LOGDIR/placement-manage.log" 2>&1 ||
         die $LINENO "$CLUSTER: placement-manage db sync failed"
@@ -427,10 +301,10 @@ function start_cluster {
     iniset "$NOVA_CONF" conductor workers 1
     iniset "$NOVA_CONF" vnc enabled False
     iniset "$NOVA_CONF" os_vif_ovs ovsdb_connection tcp:127.0.0.1:6640
-    configure_auth "$NOVA_CONF" keystone_authtoken nova
-    configure_auth "$NOVA_CONF" placement placement
-    configure_auth "$NOVA_CONF" neutron nova
-    configure_auth "$NOVA_CONF" service_user nova
+    configure_auth_token "$NOVA_CONF" nova
+    configure_service_client "$NOVA_CONF" placement placement
+    configure_service_client "$NOVA_CONF" neutron nova
+    configure_service_client "$NOVA_CONF" service_user nova
     iniset "$NOVA_CONF" service_user send_service_user_token True
     iniset "$NOVA_CONF" glance region_name "$REGION_NAME"
     iniset "$NOVA_CONF" cinder os_region_name "$REGION_NAME"
