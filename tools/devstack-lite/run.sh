@@ -357,33 +357,7 @@ wait_http stub "$STUB_URL/image/"
 # -- nova.conf: lib/nova's create_nova_conf, then the plugin ----------------
 
 step "nova.conf (lib/nova) and plugin.sh stack post-config"
-mkdir -p "$NOVA_CONF_DIR" "$NOVA_STATE_PATH"
-cp "$VENV/etc/nova/api-paste.ini" "$NOVA_CONF_DIR/"
-iniset "$NOVA_CONF" DEFAULT debug True
-iniset "$NOVA_CONF" DEFAULT transport_url "$TRANSPORT_URL"
-iniset "$NOVA_CONF" DEFAULT state_path "$NOVA_STATE_PATH"
-iniset "$NOVA_CONF" DEFAULT my_ip 127.0.0.1
-iniset "$NOVA_CONF" DEFAULT host nse-lite
-# lib/nova_plugins/hypervisor-fake
-iniset "$NOVA_CONF" DEFAULT compute_driver fake.FakeDriverWithoutFakeNodes
-iniset "$NOVA_CONF" quota driver nova.quota.NoopQuotaDriver
-iniset "$NOVA_CONF" wsgi api_paste_config "$NOVA_CONF_DIR/api-paste.ini"
-iniset "$NOVA_CONF" api auth_strategy keystone
-iniset "$NOVA_CONF" api_database connection "$(db_url "${DB_PREFIX}_nova_api")"
-iniset "$NOVA_CONF" database connection "$(db_url "${DB_PREFIX}_nova")"
-iniset "$NOVA_CONF" oslo_concurrency lock_path "$DATA_DIR/lock"
-iniset "$NOVA_CONF" filter_scheduler enabled_filters "$NOVA_FILTERS"
-iniset "$NOVA_CONF" scheduler workers 1
-iniset "$NOVA_CONF" scheduler discover_hosts_in_cells_interval -1
-iniset "$NOVA_CONF" conductor workers 1
-iniset "$NOVA_CONF" vnc enabled False
-iniset "$NOVA_CONF" os_vif_ovs ovsdb_connection tcp:127.0.0.1:6640
-configure_auth_token "$NOVA_CONF" nova
-configure_service_client "$NOVA_CONF" placement placement
-configure_service_client "$NOVA_CONF" neutron nova
-configure_service_client "$NOVA_CONF" service_user nova
-iniset "$NOVA_CONF" service_user send_service_user_token True
-iniset "$NOVA_CONF" glance region_name RegionOne
+write_nova_conf "${DB_PREFIX}_nova_api" "${DB_PREFIX}_nova" nse-lite
 # A scheduler killed mid-request never answers: the conductor's call ends
 # when its heartbeats stop (rpc_response_timeout), bounded by
 # long_rpc_timeout, and the build goes to ERROR (faults.sh).

@@ -181,3 +181,37 @@ function start_keystone {
         "" "" "OS_KEYSTONE_CONFIG_DIR=$ETC/keystone"
     wait_http key "$KEYSTONE_URL/v3"
 }
+
+# nova.conf as lib/nova's create_nova_conf writes it for this cloud: $1 the
+# API database, $2 the cell database, $3 the host of the control services
+# (NOVA_CONF, NOVA_CONF_DIR, NOVA_STATE_PATH, DATA_DIR, TRANSPORT_URL,
+# NOVA_FILTERS set).
+function write_nova_conf {
+    mkdir -p "$NOVA_CONF_DIR" "$NOVA_STATE_PATH"
+    cp "$VENV/etc/nova/api-paste.ini" "$NOVA_CONF_DIR/"
+    iniset "$NOVA_CONF" DEFAULT debug True
+    iniset "$NOVA_CONF" DEFAULT transport_url "$TRANSPORT_URL"
+    iniset "$NOVA_CONF" DEFAULT state_path "$NOVA_STATE_PATH"
+    iniset "$NOVA_CONF" DEFAULT my_ip 127.0.0.1
+    iniset "$NOVA_CONF" DEFAULT host "$3"
+    # lib/nova_plugins/hypervisor-fake
+    iniset "$NOVA_CONF" DEFAULT compute_driver fake.FakeDriverWithoutFakeNodes
+    iniset "$NOVA_CONF" quota driver nova.quota.NoopQuotaDriver
+    iniset "$NOVA_CONF" wsgi api_paste_config "$NOVA_CONF_DIR/api-paste.ini"
+    iniset "$NOVA_CONF" api auth_strategy keystone
+    iniset "$NOVA_CONF" api_database connection "$(db_url "$1")"
+    iniset "$NOVA_CONF" database connection "$(db_url "$2")"
+    iniset "$NOVA_CONF" oslo_concurrency lock_path "$DATA_DIR/lock"
+    iniset "$NOVA_CONF" filter_scheduler enabled_filters "$NOVA_FILTERS"
+    iniset "$NOVA_CONF" scheduler workers 1
+    iniset "$NOVA_CONF" scheduler discover_hosts_in_cells_interval -1
+    iniset "$NOVA_CONF" conductor workers 1
+    iniset "$NOVA_CONF" vnc enabled False
+    iniset "$NOVA_CONF" os_vif_ovs ovsdb_connection tcp:127.0.0.1:6640
+    configure_auth_token "$NOVA_CONF" nova
+    configure_service_client "$NOVA_CONF" placement placement
+    configure_service_client "$NOVA_CONF" neutron nova
+    configure_service_client "$NOVA_CONF" service_user nova
+    iniset "$NOVA_CONF" service_user send_service_user_token True
+    iniset "$NOVA_CONF" glance region_name "${REGION_NAME:-RegionOne}"
+}

@@ -274,39 +274,13 @@ function start_cluster {
         --pythonpath $LITE_DIR --env NSE_LITE_IMAGES='$STUB_IMAGES' \
         --env NSE_LITE_NETWORKS='$STUB_NETWORKS' stub_services:application"
 
-    mkdir -p "$NOVA_CONF_DIR" "$NOVA_STATE_PATH"
-    cp "$VENV/etc/nova/api-paste.ini" "$NOVA_CONF_DIR/"
-    iniset "$NOVA_CONF" DEFAULT debug True
-    iniset "$NOVA_CONF" DEFAULT transport_url "$TRANSPORT_URL"
-    iniset "$NOVA_CONF" DEFAULT state_path "$NOVA_STATE_PATH"
-    iniset "$NOVA_CONF" DEFAULT my_ip 127.0.0.1
-    iniset "$NOVA_CONF" DEFAULT host "nse-$1"
-    iniset "$NOVA_CONF" DEFAULT compute_driver fake.FakeDriverWithoutFakeNodes
+    write_nova_conf "${PREFIX}_$1_nova_api" "${PREFIX}_$1_nova" "nse-$1"
     # Capacity in whole instances: no overcommit, nothing held back, so
     # that the capacity API, placement and the NUMA fit agree.
     iniset "$NOVA_CONF" DEFAULT cpu_allocation_ratio 1.0
     iniset "$NOVA_CONF" DEFAULT ram_allocation_ratio 1.0
     iniset "$NOVA_CONF" DEFAULT reserved_host_memory_mb 0
     iniset "$NOVA_CONF" DEFAULT reserved_host_disk_mb 0
-    iniset "$NOVA_CONF" quota driver nova.quota.NoopQuotaDriver
-    iniset "$NOVA_CONF" wsgi api_paste_config "$NOVA_CONF_DIR/api-paste.ini"
-    iniset "$NOVA_CONF" api auth_strategy keystone
-    iniset "$NOVA_CONF" api_database connection \
-        "$(db_url "${PREFIX}_$1_nova_api")"
-    iniset "$NOVA_CONF" database connection "$(db_url "${PREFIX}_$1_nova")"
-    iniset "$NOVA_CONF" oslo_concurrency lock_path "$DATA_DIR/lock"
-    iniset "$NOVA_CONF" filter_scheduler enabled_filters "$NOVA_FILTERS"
-    iniset "$NOVA_CONF" scheduler workers 1
-    iniset "$NOVA_CONF" scheduler discover_hosts_in_cells_interval -1
-    iniset "$NOVA_CONF" conductor workers 1
-    iniset "$NOVA_CONF" vnc enabled False
-    iniset "$NOVA_CONF" os_vif_ovs ovsdb_connection tcp:127.0.0.1:6640
-    configure_auth_token "$NOVA_CONF" nova
-    configure_service_client "$NOVA_CONF" placement placement
-    configure_service_client "$NOVA_CONF" neutron nova
-    configure_service_client "$NOVA_CONF" service_user nova
-    iniset "$NOVA_CONF" service_user send_service_user_token True
-    iniset "$NOVA_CONF" glance region_name "$REGION_NAME"
     iniset "$NOVA_CONF" cinder os_region_name "$REGION_NAME"
     source "$REPO/devstack/plugin.sh" stack post-config
 
