@@ -422,16 +422,7 @@ function wait_computes {
     done
 }
 wait_computes
-# lib/nova's discover_hosts, until every compute is mapped.
-for attempt in $(seq 1 30); do
-    "${nova_manage[@]}" cell_v2 discover_hosts --verbose \
-        >> "$LOGDIR/nova-manage.log" 2>&1
-    mapped=$("${nova_manage[@]}" cell_v2 list_hosts 2>/dev/null \
-        | grep -c "${HOSTNAME}[0-9]" || true)
-    [[ $mapped -ge $NUMBER_FAKE_NOVA_COMPUTE ]] && break
-    sleep 2
-done
-echo "$mapped of $NUMBER_FAKE_NOVA_COMPUTE computes mapped to cell1"
+discover_computes
 
 step "plugin.sh stack extra"
 source "$REPO/devstack/plugin.sh" stack extra

@@ -215,3 +215,18 @@ function write_nova_conf {
     iniset "$NOVA_CONF" service_user send_service_user_token True
     iniset "$NOVA_CONF" glance region_name "${REGION_NAME:-RegionOne}"
 }
+
+# lib/nova's discover_hosts, until every compute ${HOSTNAME}N is mapped.
+function discover_computes {
+    local nova_manage=("$VENV/bin/nova-manage" --config-file "$NOVA_CONF")
+    local attempt mapped=0
+    for attempt in $(seq 1 30); do
+        "${nova_manage[@]}" cell_v2 discover_hosts --verbose \
+            >> "$LOGDIR/nova-manage.log" 2>&1
+        mapped=$("${nova_manage[@]}" cell_v2 list_hosts 2>/dev/null \
+            | grep -c "${HOSTNAME}[0-9]" || true)
+        [[ $mapped -ge $NUMBER_FAKE_NOVA_COMPUTE ]] && break
+        sleep 2
+    done
+    echo "$mapped of $NUMBER_FAKE_NOVA_COMPUTE computes mapped to cell1"
+}

@@ -319,21 +319,12 @@ function finish_cluster {
     wait_http placement-api "$PLACEMENT_URL/"
     wait_http stub "$STUB_URL/image/"
     wait_http n-api "$NOVA_URL/" 180
-    local i mapped=0 attempt
+    local i
     for i in $(seq 1 "$NUMBER_FAKE_NOVA_COMPUTE"); do
         wait_log "n-cpu-$i" "Starting compute node" 180
     done
     wait_log n-sch "Starting scheduler" 180
-    local nova_manage=("$VENV/bin/nova-manage" --config-file "$NOVA_CONF")
-    for attempt in $(seq 1 30); do
-        "${nova_manage[@]}" cell_v2 discover_hosts --verbose \
-            >> "$LOGDIR/nova-manage.log" 2>&1
-        mapped=$("${nova_manage[@]}" cell_v2 list_hosts 2>/dev/null \
-            | grep -c "${HOSTNAME}[0-9]" || true)
-        [[ $mapped -ge $NUMBER_FAKE_NOVA_COMPUTE ]] && break
-        sleep 2
-    done
-    echo "$CLUSTER: $mapped of $NUMBER_FAKE_NOVA_COMPUTE computes mapped"
+    discover_computes | sed "s/^/$CLUSTER: /"
     wait_http nse-capacity-api \
         "http://$SERVICE_HOST$NOVA_SCHED_EXT_CAPACITY_URL_PATH" 180
     # every compute a hypervisor with its NUMA layout trait
