@@ -333,13 +333,22 @@ function finish_cluster {
         | sed "s/^/$CLUSTER: /"
 }
 
-# Both clusters start side by side: each one's services import Nova while
-# the other's do.
+# Both clusters start side by side (their database migrations and imports
+# overlap), each with its output in its own file, shown when it is done.
+step "cluster-a and cluster-b: databases, placement, nova.conf (plugin" \
+    "post-config), cells v2, Nova services (plugin extra)"
+starters=()
 for name in $CLUSTERS; do
-    step "cluster-$name: databases, placement, nova.conf (plugin" \
-        "post-config), cells v2, Nova services (plugin extra)"
     CREATED+=" $name"
-    ( start_cluster "$name" )
+    ( start_cluster "$name" ) > "$WORK/cluster-$name/start.log" 2>&1 &
+    starters+=("$name=$!")
+done
+for starter in "${starters[@]}"; do
+    name=${starter%%=*}
+    status=0
+    wait "${starter#*=}" || status=$?
+    sed "s/^/cluster-$name: /" "$WORK/cluster-$name/start.log"
+    [[ $status -eq 0 ]] || die $LINENO "cluster-$name did not start"
 done
 for name in $CLUSTERS; do
     step "cluster-$name: waiting for its services and computes"
