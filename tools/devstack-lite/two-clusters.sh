@@ -252,10 +252,6 @@ function start_cluster {
     rabbitmqctl -q add_vhost "$RABBIT_VHOST" > /dev/null
     rabbitmqctl -q set_permissions -p "$RABBIT_VHOST" guest '.*' '.*' '.*' \
         > /dev/null
-    NSE_LITE_REGION=$REGION_NAME NSE_LITE_NOVA_URL=$NOVA_URL \
-        NSE_LITE_PLACEMENT_URL=$PLACEMENT_URL NSE_LITE_STUB_URL=$STUB_URL \
-        "$VENV/bin/python" "$LITE_DIR/lite.py" keystone-setup \
-        | sed "s/^/$CLUSTER: /"
 
     local placement_conf=$CETC/placement/placement.conf
     iniset "$placement_conf" placement_database connection \
@@ -332,6 +328,21 @@ function finish_cluster {
         nova-setup --computes "$NUMBER_FAKE_NOVA_COMPUTE" \
         | sed "s/^/$CLUSTER: /"
 }
+
+# The catalog first, one cluster after the other (two "get or create" at
+# once would both create): the service users, each region's endpoints,
+# and the capacity API's service, whose endpoints the plugin adds.
+for name in $CLUSTERS; do
+    (
+        cluster_env "$name"
+        NSE_LITE_REGION=$REGION_NAME NSE_LITE_NOVA_URL=$NOVA_URL \
+            NSE_LITE_PLACEMENT_URL=$PLACEMENT_URL NSE_LITE_STUB_URL=$STUB_URL \
+            "$VENV/bin/python" "$LITE_DIR/lite.py" keystone-setup \
+            | sed "s/^/$CLUSTER: /"
+        get_or_create_service nova-sched-ext-capacity \
+            "$NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE" > /dev/null
+    )
+done
 
 # Both clusters start side by side (their database migrations and imports
 # overlap), each with its output in its own file, shown when it is done.
