@@ -220,10 +220,18 @@ exec "$VENV/bin/python" "$LITE_DIR/uwsgi.py" --gunicorn "$VENV/bin/gunicorn" "\$
 EOF
 chmod +x "$WORK/bin/uwsgi"
 export PATH=$WORK/bin:$PATH
-(
-    cluster_env a
-    source "$REPO/devstack/plugin.sh" stack install
-)
+# The plugin's install phase, unless this checkout is installed already
+# (in CI run.sh's phase just did it in the same virtualenv).
+if "$VENV/bin/python" -c 'import sys, nova_sched_ext
+sys.exit(not nova_sched_ext.__file__.startswith(sys.argv[1]))' "$REPO/" \
+        2> /dev/null; then
+    echo "nova-sched-ext is installed from $REPO in $VENV"
+else
+    (
+        cluster_env a
+        source "$REPO/devstack/plugin.sh" stack install
+    )
+fi
 
 # -- keystone, with both regions --------------------------------------------
 
