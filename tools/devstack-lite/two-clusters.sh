@@ -37,7 +37,7 @@
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
 #   NSE_LITE_RABBIT      RabbitMQ host:port, user guest/guest [127.0.0.1:5672]
 #   NSE_LITE_TIMEOUT     seconds for the whole run [1200]
-#   NSE_LITE_TEST_REGEX  which scenarios of broker_clusters.py [all]
+#   NSE_LITE_CLUSTERS_REGEX  which scenarios of broker_clusters.py [all]
 set -o errexit -o pipefail
 
 LITE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -393,7 +393,7 @@ scenarios_status=0
 timeout --kill-after 10 "$left" "$VENV/bin/python" \
     "$LITE_DIR/broker_clusters.py" run \
     --nova-api-pidfiles "${cluster_pidfiles[@]}" \
-    ${NSE_LITE_TEST_REGEX:+--regex "$NSE_LITE_TEST_REGEX"} \
+    ${NSE_LITE_CLUSTERS_REGEX:+--regex "$NSE_LITE_CLUSTERS_REGEX"} \
     2>&1 | tee "$LOGDIR/broker-clusters.log" || scenarios_status=$?
 grep -q '^broker-clusters: [0-9]* passed, 0 failed' \
     "$LOGDIR/broker-clusters.log" || scenarios_status=1
