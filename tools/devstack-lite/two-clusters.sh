@@ -339,7 +339,7 @@ function finish_cluster {
 
 # The catalog first, one cluster after the other (two "get or create" at
 # once would both create): the service users, each region's endpoints,
-# and the capacity API's service, whose endpoints the plugin adds.
+# and the capacity API's (the plugin's post-config then finds them).
 for name in $CLUSTERS; do
     (
         cluster_env "$name"
@@ -347,8 +347,9 @@ for name in $CLUSTERS; do
             NSE_LITE_PLACEMENT_URL=$PLACEMENT_URL NSE_LITE_STUB_URL=$STUB_URL \
             "$VENV/bin/python" "$LITE_DIR/lite.py" keystone-setup \
             | sed "s/^/$CLUSTER: /"
-        get_or_create_service nova-sched-ext-capacity \
-            "$NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE" > /dev/null
+        # the plugin's functions, no phase
+        source "$REPO/devstack/plugin.sh"
+        create_nova_sched_ext_capacity_accounts > /dev/null
     )
 done
 
