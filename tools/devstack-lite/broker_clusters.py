@@ -127,11 +127,19 @@ def write_broker(path):
         yaml.safe_dump(conf, f, default_flow_style=False, sort_keys=False)
 
 
+def _checked(response):
+    if response.status_code >= 300:
+        sys.exit('%s %s: %s %s' % (response.request.method,
+                                   response.request.url,
+                                   response.status_code, response.text))
+    return response
+
+
 def setup_cluster(cluster):
     conn = connect(cluster)
     placement = conn.placement
     headers = {'OpenStack-API-Version': 'placement 1.6'}
-    placement.put('/traits/%s' % TRAIT, headers=headers)
+    _checked(placement.put('/traits/%s' % TRAIT, headers=headers))
     for pool in ('dpdk', 'normal'):
         name = host(cluster, pool)
         hypervisor = next(h for h in conn.compute.hypervisors(details=True)
@@ -139,12 +147,12 @@ def setup_cluster(cluster):
                               'host') == name)
         if pool == 'dpdk':
             url = '/resource_providers/%s/traits' % hypervisor.id
-            current = placement.get(url, headers=headers).json()
+            current = _checked(placement.get(url, headers=headers)).json()
             traits = sorted(set(current['traits']) | {TRAIT})
-            placement.put(url, headers=headers, json={
+            _checked(placement.put(url, headers=headers, json={
                 'traits': traits,
                 'resource_provider_generation':
-                    current['resource_provider_generation']})
+                    current['resource_provider_generation']}))
         aggregate = conn.compute.find_aggregate('nse-pool-' + pool) or \
             conn.compute.create_aggregate(name='nse-pool-' + pool)
         if name not in (aggregate.hosts or ()):
