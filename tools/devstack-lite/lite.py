@@ -20,7 +20,8 @@
     What devstack's lib/keystone and the service libs do through the
     openstack client: the ``service`` project, the ``nova`` and
     ``placement`` service users (roles admin and service), and the
-    services and endpoints of compute, placement, image and network.
+    services and endpoints of compute, placement, image and network in
+    region ``NSE_LITE_REGION`` (created if missing; default RegionOne).
 ``catalog-service NAME TYPE DESCRIPTION``
     devstack's ``get_or_create_service``: the service of that type, created
     if missing; prints its ID.
@@ -30,7 +31,8 @@
 ``nova-setup``
     Create the flavors tempest's ``flavor_ref`` options name, then wait
     until every fake compute is a hypervisor in Nova and a resource provider
-    with its NUMA layout trait in placement; print the hosts.
+    with its NUMA layout trait in placement; print the hosts. In region
+    ``NSE_LITE_REGION`` when set (the two-cluster run has two).
 
 The endpoints and credentials come from ``NSE_LITE_*`` environment
 variables set by run.sh.
@@ -98,6 +100,13 @@ class Identity:
         return self._find(collection, **query) or self._create(collection,
                                                                body)
 
+    def ensure_region(self, region):
+        """The region (keystone-manage bootstrap makes only the first)."""
+        url = '%s/regions/%s' % (self.url, region)
+        if self.sess.get(url, raise_exc=False).status_code == 404:
+            self.sess.post('%s/regions' % self.url,
+                           json={'region': {'id': region}})
+
     def grant(self, project, user, role_name):
         role = self._find('roles', name=role_name)
         if role is None:
@@ -110,6 +119,7 @@ class Identity:
 def keystone_setup(args):
     identity = Identity(_admin_session())
     region = ENV.get('NSE_LITE_REGION', 'RegionOne')
+    identity.ensure_region(region)
     service_project = identity.ensure(
         'projects', {'name': 'service', 'domain_id': 'default',
                      'description': 'devstack-lite service users'},
@@ -135,7 +145,8 @@ def keystone_setup(args):
             identity.ensure(
                 'endpoints', {'service_id': service['id'], 'url': url,
                               'interface': interface, 'region_id': region},
-                service_id=service['id'], interface=interface)
+                service_id=service['id'], interface=interface,
+                region_id=region)
         print('%-10s %s' % (service_type, url))
     return 0
 
@@ -178,11 +189,12 @@ def nova_setup(args):
     from keystoneauth1 import adapter
 
     sess = _admin_session()
+    region = ENV.get('NSE_LITE_REGION')
     compute = adapter.Adapter(sess, service_type='compute',
-                              interface='public',
+                              interface='public', region_name=region,
                               default_microversion='2.53')
     placement = adapter.Adapter(sess, service_type='placement',
-                                interface='public',
+                                interface='public', region_name=region,
                                 default_microversion='1.6')
 
     for flavor_id, name, ram, vcpus, disk in (

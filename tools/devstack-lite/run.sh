@@ -42,6 +42,8 @@
 #   NSE_LITE_PYTHON      interpreter for the virtualenv [python3]
 #   NSE_LITE_PORT_BASE   first of eight consecutive TCP ports [35350]
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
+#   NSE_LITE_DB_PREFIX   prefix of the databases <prefix>_keystone, ... and
+#                        of the RabbitMQ vhost <prefix>_lite [nse]
 #   NSE_LITE_RABBIT      RabbitMQ host:port, user guest/guest [127.0.0.1:5672]
 #   NSE_LITE_TIMEOUT     seconds for the whole run [2400]
 #   NSE_LITE_TEST_REGEX  tempest --regex [^nova_sched_ext\.tempest_plugin\.]
@@ -64,9 +66,10 @@ RUN_TIMEOUT=${NSE_LITE_TIMEOUT:-2400}
 PORT_BASE=${NSE_LITE_PORT_BASE:-35350}
 DB_URL=${NSE_LITE_DB_URL:-mysql+pymysql://root@127.0.0.1:3306}
 RABBIT=${NSE_LITE_RABBIT:-127.0.0.1:5672}
-RABBIT_VHOST=nse_lite
+DB_PREFIX=${NSE_LITE_DB_PREFIX:-nse}
+RABBIT_VHOST=${DB_PREFIX}_lite
 TEST_REGEX=${NSE_LITE_TEST_REGEX:-'^nova_sched_ext\.tempest_plugin\.'}
-DATABASES="nse_keystone nse_placement nse_nova_api nse_nova nse_nova_cell0"
+DATABASES="${DB_PREFIX}_keystone ${DB_PREFIX}_placement ${DB_PREFIX}_nova_api ${DB_PREFIX}_nova ${DB_PREFIX}_nova_cell0"
 PASSWORD=nse-lite-secret
 IMAGE_ID=5e1ec7ed-0000-4000-8000-00000000a1fe
 
@@ -94,13 +97,8 @@ export NSE_LITE_PASSWORD=$PASSWORD NSE_LITE_IMAGE_ID=$IMAGE_ID
 export PYTHONDONTWRITEBYTECODE=1
 
 STARTED=$SECONDS
-function elapsed {
-    local s=$((SECONDS - STARTED))
-    printf '%d:%02d' $((s / 60)) $((s % 60))
-}
-function step {
-    printf '\n=== [%s] %s\n' "$(elapsed)" "$*"
-}
+# shellcheck source=tools/devstack-lite/services.sh
+source "$LITE_DIR/services.sh"
 
 mkdir -p "$WORK"
 # One run at a time on this machine: the databases and ports are fixed.
@@ -143,65 +141,6 @@ SUPERVISOR_PID=
 DATABASES_CREATED=false
 VHOST_CREATED=false
 
-function sql {
-    "$VENV/bin/python" - "$DB_URL" "$@" <<'PY'
-import sys
-from urllib.parse import urlsplit
-
-import pymysql
-
-url = urlsplit(sys.argv[1].replace('mysql+pymysql://', 'mysql://'))
-connection = pymysql.connect(host=url.hostname or '127.0.0.1',
-                             port=url.port or 3306,
-                             user=url.username or 'root',
-                             password=url.password or '')
-with connection.cursor() as cursor:
-    for statement in sys.argv[2:]:
-        cursor.execute(statement)
-connection.commit()
-PY
-}
-
-# Stop every service at once (stop_process one by one would wait for each
-# graceful shutdown in turn), then kill what is left after 15 s.
-function stop_all_services {
-    local pidfile pids=() pid waited
-    for pidfile in "$PIDDIR"/*.pid; do
-        [[ -s "$pidfile" ]] || continue
-        lite_pidfile_alive "$pidfile" && pids+=("$(cut -d' ' -f1 "$pidfile")")
-        rm -f "$pidfile"
-    done
-    for pid in "${pids[@]}"; do
-        kill -TERM -- "-$pid" 2>/dev/null || true
-    done
-    local alive=true
-    for waited in $(seq 1 75); do
-        alive=false
-        for pid in "${pids[@]}"; do
-            if kill -0 -- "-$pid" 2>/dev/null; then
-                alive=true
-                break
-            fi
-        done
-        $alive || break
-        sleep 0.2
-    done
-    for pid in "${pids[@]}"; do
-        if kill -0 -- "-$pid" 2>/dev/null; then
-            echo "process group $pid did not stop in 15 s; killing it"
-            kill -KILL -- "-$pid" 2>/dev/null
-        fi
-    done
-}
-
-function show_logs {
-    local log
-    for log in "$LOGDIR"/*.log; do
-        [[ -s "$log" ]] || continue
-        printf '\n----- last lines of %s\n' "$log"
-        tail -n 25 "$log"
-    done
-}
 
 function teardown {
     local status=$?
@@ -263,41 +202,6 @@ function remaining {
     echo $((RUN_TIMEOUT - (SECONDS - STARTED)))
 }
 
-# Wait until a service answers HTTP; stop early if its process is gone.
-function wait_http {
-    local service=$1 url=$2 timeout=${3:-90} started=$SECONDS
-    until "$VENV/bin/python" "$LITE_DIR/lite.py" wait-http "$url" \
-            --timeout 3 > /dev/null 2>&1; do
-        if ! is_process_running "$service"; then
-            die $LINENO "$service exited; see $LOGDIR/$service.log"
-        fi
-        if [[ $((SECONDS - started)) -ge $timeout ]]; then
-            die $LINENO "$service did not answer on $url in $timeout s"
-        fi
-    done
-    echo "$service answers on $url"
-}
-
-# Wait for a line of the service's current run (run_process marks each start).
-function wait_log {
-    local service=$1 pattern=$2 timeout=${3:-90} waited=0
-    until awk '/^==== / { run = "" } { run = run $0 "\n" }
-               END { printf "%s", run }' "$LOGDIR/$service.log" 2>/dev/null \
-            | grep -q "$pattern"; do
-        if ! is_process_running "$service"; then
-            die $LINENO "$service exited; see $LOGDIR/$service.log"
-        fi
-        if [[ $waited -ge $((timeout * 2)) ]]; then
-            die $LINENO "$service did not log '$pattern' in $timeout s"
-        fi
-        sleep 0.5
-        waited=$((waited + 1))
-    done
-}
-
-function port_in_use {
-    (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null
-}
 
 # -- preflight ----------------------------------------------------------------
 
@@ -422,72 +326,10 @@ function start_redis {
 start_redis
 echo "redis-server on 127.0.0.1:$REDIS_PORT"
 
-function db_url {
-    echo "$DB_URL/$1?charset=utf8"
-}
-
-# gunicorn serving a WSGI module's "application" (wsgi_app.py says why the
-# indirection).
-function gunicorn_command {
-    local module=$1 port=$2
-    echo "$VENV/bin/gunicorn --bind 127.0.0.1:$port --workers 1" \
-        "--worker-class gthread --threads 4 --timeout 300" \
-        "--graceful-timeout 5 --no-control-socket" \
-        "--pythonpath $LITE_DIR 'wsgi_app:load(\"$module\")'"
-}
-
-# Written like lib/keystone, lib/placement and lib/nova configure auth.
-function configure_auth_token {
-    local conf=$1 user=$2
-    iniset "$conf" keystone_authtoken www_authenticate_uri "$KEYSTONE_URL"
-    iniset "$conf" keystone_authtoken auth_url "$KEYSTONE_URL"
-    iniset "$conf" keystone_authtoken auth_type password
-    iniset "$conf" keystone_authtoken username "$user"
-    iniset "$conf" keystone_authtoken password "$PASSWORD"
-    iniset "$conf" keystone_authtoken project_name service
-    iniset "$conf" keystone_authtoken user_domain_name Default
-    iniset "$conf" keystone_authtoken project_domain_name Default
-    iniset "$conf" keystone_authtoken service_token_roles_required True
-}
-
-function configure_service_client {
-    local conf=$1 section=$2 user=$3
-    iniset "$conf" "$section" auth_type password
-    iniset "$conf" "$section" auth_url "$KEYSTONE_URL"
-    iniset "$conf" "$section" username "$user"
-    iniset "$conf" "$section" password "$PASSWORD"
-    iniset "$conf" "$section" project_name service
-    iniset "$conf" "$section" user_domain_name Default
-    iniset "$conf" "$section" project_domain_name Default
-    iniset "$conf" "$section" region_name RegionOne
-}
-
 # -- keystone ----------------------------------------------------------------
 
 step "keystone"
-KEYSTONE_CONF=$ETC/keystone/keystone.conf
-iniset "$KEYSTONE_CONF" database connection "$(db_url nse_keystone)"
-iniset "$KEYSTONE_CONF" token provider fernet
-iniset "$KEYSTONE_CONF" fernet_tokens key_repository "$ETC/keystone/fernet-keys"
-iniset "$KEYSTONE_CONF" credential key_repository "$ETC/keystone/credential-keys"
-mkdir -p "$ETC/keystone/fernet-keys" "$ETC/keystone/credential-keys"
-keystone_manage=("$VENV/bin/keystone-manage" --config-file "$KEYSTONE_CONF")
-{
-    "${keystone_manage[@]}" db_sync
-    "${keystone_manage[@]}" fernet_setup --keystone-user "$(id -un)" \
-        --keystone-group "$(id -gn)"
-    "${keystone_manage[@]}" credential_setup --keystone-user "$(id -un)" \
-        --keystone-group "$(id -gn)"
-    "${keystone_manage[@]}" bootstrap --bootstrap-password "$PASSWORD" \
-        --bootstrap-admin-url "$KEYSTONE_URL" \
-        --bootstrap-public-url "$KEYSTONE_URL" \
-        --bootstrap-internal-url "$KEYSTONE_URL" \
-        --bootstrap-region-id RegionOne
-} >> "$LOGDIR/keystone-manage.log" 2>&1 \
-    || die $LINENO "keystone-manage failed; see $LOGDIR/keystone-manage.log"
-run_process key "$(gunicorn_command keystone.wsgi.api "$KEYSTONE_PORT")" \
-    "" "" "OS_KEYSTONE_CONFIG_DIR=$ETC/keystone"
-wait_http key "$KEYSTONE_URL/v3"
+start_keystone "${DB_PREFIX}_keystone"
 "$VENV/bin/python" "$LITE_DIR/lite.py" keystone-setup
 
 # -- placement and the image/network stand-ins --------------------------------
@@ -495,7 +337,7 @@ wait_http key "$KEYSTONE_URL/v3"
 step "placement and the image/network stand-ins"
 PLACEMENT_CONF=$ETC/placement/placement.conf
 iniset "$PLACEMENT_CONF" placement_database connection \
-    "$(db_url nse_placement)"
+    "$(db_url "${DB_PREFIX}_placement")"
 iniset "$PLACEMENT_CONF" api auth_strategy keystone
 configure_auth_token "$PLACEMENT_CONF" placement
 "$VENV/bin/placement-manage" --config-file "$PLACEMENT_CONF" db sync \
@@ -515,33 +357,7 @@ wait_http stub "$STUB_URL/image/"
 # -- nova.conf: lib/nova's create_nova_conf, then the plugin ----------------
 
 step "nova.conf (lib/nova) and plugin.sh stack post-config"
-mkdir -p "$NOVA_CONF_DIR" "$NOVA_STATE_PATH"
-cp "$VENV/etc/nova/api-paste.ini" "$NOVA_CONF_DIR/"
-iniset "$NOVA_CONF" DEFAULT debug True
-iniset "$NOVA_CONF" DEFAULT transport_url "$TRANSPORT_URL"
-iniset "$NOVA_CONF" DEFAULT state_path "$NOVA_STATE_PATH"
-iniset "$NOVA_CONF" DEFAULT my_ip 127.0.0.1
-iniset "$NOVA_CONF" DEFAULT host nse-lite
-# lib/nova_plugins/hypervisor-fake
-iniset "$NOVA_CONF" DEFAULT compute_driver fake.FakeDriverWithoutFakeNodes
-iniset "$NOVA_CONF" quota driver nova.quota.NoopQuotaDriver
-iniset "$NOVA_CONF" wsgi api_paste_config "$NOVA_CONF_DIR/api-paste.ini"
-iniset "$NOVA_CONF" api auth_strategy keystone
-iniset "$NOVA_CONF" api_database connection "$(db_url nse_nova_api)"
-iniset "$NOVA_CONF" database connection "$(db_url nse_nova)"
-iniset "$NOVA_CONF" oslo_concurrency lock_path "$DATA_DIR/lock"
-iniset "$NOVA_CONF" filter_scheduler enabled_filters "$NOVA_FILTERS"
-iniset "$NOVA_CONF" scheduler workers 1
-iniset "$NOVA_CONF" scheduler discover_hosts_in_cells_interval -1
-iniset "$NOVA_CONF" conductor workers 1
-iniset "$NOVA_CONF" vnc enabled False
-iniset "$NOVA_CONF" os_vif_ovs ovsdb_connection tcp:127.0.0.1:6640
-configure_auth_token "$NOVA_CONF" nova
-configure_service_client "$NOVA_CONF" placement placement
-configure_service_client "$NOVA_CONF" neutron nova
-configure_service_client "$NOVA_CONF" service_user nova
-iniset "$NOVA_CONF" service_user send_service_user_token True
-iniset "$NOVA_CONF" glance region_name RegionOne
+write_nova_conf "${DB_PREFIX}_nova_api" "${DB_PREFIX}_nova" nse-lite
 # A scheduler killed mid-request never answers: the conductor's call ends
 # when its heartbeats stop (rpc_response_timeout), bounded by
 # long_rpc_timeout, and the build goes to ERROR (faults.sh).
@@ -571,7 +387,7 @@ nova_manage=("$VENV/bin/nova-manage" --config-file "$NOVA_CONF")
 {
     "${nova_manage[@]}" api_db sync
     "${nova_manage[@]}" cell_v2 map_cell0 \
-        --database_connection "$(db_url nse_nova_cell0)"
+        --database_connection "$(db_url "${DB_PREFIX}_nova_cell0")"
     "${nova_manage[@]}" db sync
     "${nova_manage[@]}" cell_v2 create_cell --name cell1 --verbose
 } >> "$LOGDIR/nova-manage.log" 2>&1 \
@@ -606,16 +422,7 @@ function wait_computes {
     done
 }
 wait_computes
-# lib/nova's discover_hosts, until every compute is mapped.
-for attempt in $(seq 1 30); do
-    "${nova_manage[@]}" cell_v2 discover_hosts --verbose \
-        >> "$LOGDIR/nova-manage.log" 2>&1
-    mapped=$("${nova_manage[@]}" cell_v2 list_hosts 2>/dev/null \
-        | grep -c "${HOSTNAME}[0-9]" || true)
-    [[ $mapped -ge $NUMBER_FAKE_NOVA_COMPUTE ]] && break
-    sleep 2
-done
-echo "$mapped of $NUMBER_FAKE_NOVA_COMPUTE computes mapped to cell1"
+discover_computes
 
 step "plugin.sh stack extra"
 source "$REPO/devstack/plugin.sh" stack extra
