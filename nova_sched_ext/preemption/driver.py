@@ -68,6 +68,7 @@ from oslo_log import log as logging
 
 from nova_sched_ext import coordination
 from nova_sched_ext import manager as ext_manager
+from nova_sched_ext.preemption import caps
 from nova_sched_ext.preemption import census
 from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 from nova_sched_ext.preemption import evictor as evictor_mod
@@ -554,6 +555,7 @@ class _Attempt(object):
                 self.failed = None
                 self.evicted.append(victim.uuid)
                 self.entry.evicted(victim.uuid)
+                self._forget_pending(victim.uuid)
             if not names:
                 continue
             LOG.info('Preemption: request %(req)s evicts (%(action)s) '
@@ -569,6 +571,19 @@ class _Attempt(object):
                     victims=names,
                     victim_projects=[v.project_id or ''
                                      for v in placement.victims]))
+
+    def _forget_pending(self, uuid):
+        # A victim placed in the last caps.PENDING_TTL seconds is shown by
+        # no cell once evicted, so its placement record would count
+        # against the preemptible caps until it expires: the caps would
+        # refuse room they have.
+        try:
+            self.wrapper.backend.delete(caps.PENDING_KIND, uuid,
+                                        owned=False)
+        except coordination.BackendUnavailable:
+            # The backend logged its outage; the record expires, and until
+            # then the caps count one too many, never one too few.
+            pass
 
     def wait(self, plan):
         opts = CONF.nova_sched_ext

@@ -30,6 +30,7 @@ from nova.tests.unit.scheduler import fakes
 from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova_sched_ext import coordination
 from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext.preemption import caps
 from nova_sched_ext.preemption import census
@@ -224,6 +225,38 @@ class TestHappyPath(EvictionTestCase):
              'mappings': {'': [uuids.h1]}},
             jsonutils.loads(selection.allocation_request))
         self.assertEqual('1.36', selection.allocation_request_version)
+
+    def test_an_evicted_victims_cap_record_goes(self):
+        # v1 was placed minutes ago: the cells do not show it yet, the
+        # caps count its record.  Evicted, it must stop counting.
+        backend = self.wrapper.backend
+        backend.put(caps.PENDING_KIND, uuids.v1, {'host': 'h1'},
+                    caps.PENDING_TTL)
+        backend.put(caps.PENDING_KIND, uuids.other, {'host': 'h1'},
+                    caps.PENDING_TTL)
+        self.use_plan(plan(('h1', [uuids.v1])))
+
+        self.call()
+
+        self.assertEqual([uuids.other], [
+            key for key, _r, _h in backend.items(caps.PENDING_KIND)])
+
+    def test_a_cap_record_the_backend_cannot_drop_expires(self):
+        self.use_plan(plan(('h1', [uuids.v1])))
+        delete = self.wrapper.backend.delete
+
+        def delete_but_cap_records(kind, key, owned=True):
+            if kind == caps.PENDING_KIND:
+                raise coordination.BackendUnavailable('redis is down')
+            return delete(kind, key, owned=owned)
+
+        with mock.patch.object(self.wrapper.backend, 'delete',
+                               side_effect=delete_but_cap_records) as m:
+            selections = self.call()
+        m.assert_any_call(caps.PENDING_KIND, uuids.v1, owned=False)
+        # The eviction is not undone for a record that will expire.
+        self.assertEqual('h1', selections[0][0].service_host)
+        self.release.assert_not_called()
 
     def test_each_eviction_is_notified_and_logged(self):
         self.use_plan(plan(('h1', [uuids.v1]), ('h2', [uuids.v2])))
