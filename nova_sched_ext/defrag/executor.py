@@ -24,7 +24,6 @@ it stopped.  A run can be resumed with the same plan: a move whose
 instance is already on its target counts as done.
 """
 
-import json
 import time
 import typing
 
@@ -47,17 +46,9 @@ class PlanFileError(model.PlanError):
 
 def load_plan(path):
     """The moves of a plan file (``Plan.to_dict()`` as JSON)."""
-    try:
-        with open(path) as stream:
-            plan = json.load(stream)
-    except OSError as exc:
-        raise PlanFileError('cannot read plan file %s: %s'
-                            % (path, exc.strerror or exc))
-    except ValueError as exc:
-        raise PlanFileError('plan file %s is not JSON: %s' % (path, exc))
-    if not isinstance(plan, dict) or plan.get('format') != planner.FORMAT:
-        raise PlanFileError('%s is not a plan of nova-sched-ext-defrag '
-                            '(format %s)' % (path, planner.FORMAT))
+    plan = model.read_document(path, planner.FORMAT, 'plan file',
+                               'a plan of nova-sched-ext-defrag',
+                               PlanFileError)
     moves = plan.get('moves')
     if not isinstance(moves, list):
         raise PlanFileError('plan file %s has no list of moves' % path)

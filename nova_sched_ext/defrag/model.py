@@ -23,6 +23,7 @@ placement inventories in the capacity count's form
 """
 
 import dataclasses
+import json
 import typing
 
 #: Why an instance is never moved (:attr:`Instance.unmovable`).
@@ -31,6 +32,29 @@ PCI_DEVICES = 'it has PCI devices (live migration would lose them)'
 
 class PlanError(ValueError):
     """A user error in the planner's input; the message is one line."""
+
+
+def read_document(path, file_format, noun, what, error):
+    """The JSON object of a file of ours whose ``format`` is ``file_format``.
+
+    Plans and saved states are read alike: a file that cannot be read, is
+    not JSON or is not ours raises ``error`` with one line naming it.
+
+    :param noun: what the file is called in messages (``'plan file'``)
+    :param what: what it should have been (``'a plan of ...'``)
+    """
+    try:
+        with open(path) as stream:
+            document = json.load(stream)
+    except OSError as exc:
+        raise error('cannot read %s %s: %s'
+                    % (noun, path, exc.strerror or exc))
+    except ValueError as exc:
+        raise error('%s %s is not JSON: %s' % (noun, path, exc))
+    if not isinstance(document, dict) or \
+            document.get('format') != file_format:
+        raise error('%s is not %s (format %s)' % (path, what, file_format))
+    return document
 
 
 @dataclasses.dataclass

@@ -23,6 +23,7 @@ of its cells, and its group (strategy, id, partition).
 
 import json
 
+from nova_sched_ext.defrag import model as defrag_model
 from nova_sched_ext.offline.sim import trace
 
 FORMAT = 'nova-sched-ext-sim-state/1'
@@ -75,18 +76,9 @@ def save(path, state):
 
 def load(path):
     """The state of :func:`save`, checked; raises :class:`StateError`."""
-    try:
-        with open(path) as stream:
-            state = json.load(stream)
-    except OSError as exc:
-        raise StateError('cannot read state file %s: %s'
-                         % (path, exc.strerror or exc))
-    except ValueError as exc:
-        raise StateError('state file %s is not JSON: %s' % (path, exc))
-    if not isinstance(state, dict) or state.get('format') != FORMAT:
-        raise StateError('%s is not a state saved by nova-sched-ext-sim '
-                         '--save-state (format %s)' % (path, FORMAT))
-    return state
+    return defrag_model.read_document(
+        path, FORMAT, 'state file',
+        'a state saved by nova-sched-ext-sim --save-state', StateError)
 
 
 def trace_hosts(state):
