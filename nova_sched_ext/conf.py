@@ -25,8 +25,9 @@ fit_opts = [
                      'the pure-Python engine (one warning is logged).'),
             ('c', 'Use the compiled C helper, or fail: if it is not built, '
                   'does not load or was built from another version of the '
-                  'package, NUMAFitFilter and NUMASlotWeigher refuse to '
-                  'start (so does nova-scheduler), and any other use of '
+                  'package, NUMAFitFilter, FastNUMATopologyFilter and '
+                  'NUMASlotWeigher refuse to start (so does '
+                  'nova-scheduler), and any other use of '
                   'the fit engine raises an error, saying why.'),
             ('python', 'Always use the pure-Python engine.'),
         ],

@@ -71,26 +71,10 @@ class NUMAFitFilter(filters.BaseHostFilter):
             return hosts
 
     def _filter(self, hosts, spec_obj):
-        if not hosts:
-            return hosts
-        if scheduler_utils.request_is_rebuild(spec_obj):
-            return hosts
-        try:
-            request, pci_requests = adapters.request_from_spec(spec_obj)
-        except adapters.Unsupported as exc:
-            LOG.debug('NUMAFitFilter: request outside the fit engine\'s '
-                      'subset (%s); leaving all hosts to '
-                      'NUMATopologyFilter.', exc)
-            return hosts
-        if request is None:
-            return hosts
-
         started = time.perf_counter()
-        prepared = adapters.prepared_hosts(hosts)
-        pcis = None
-        if request.pci is not None:
-            pcis = [adapters.host_pci(h, pci_requests[0]) for h in hosts]
-        answers = engine.check_hosts(prepared, request, pcis)
+        answers = engine_answers(hosts, spec_obj, 'NUMATopologyFilter')
+        if answers is None:
+            return hosts
         kept = []
         unknown = 0
         # Thousands of rejections per request: skip building log records
@@ -99,11 +83,7 @@ class NUMAFitFilter(filters.BaseHostFilter):
         for host, answer in zip(hosts, answers):
             if answer == model.NO:
                 if debug:
-                    LOG.debug('%(host)s, %(node)s fails NUMA fit: the '
-                              'requested NUMA topology does not fit its free '
-                              'NUMA resources.',
-                              {'host': host.host, 'node': host.nodename},
-                              instance_uuid=spec_obj.instance_uuid)
+                    log_rejection(host, spec_obj)
                 continue
             if answer == model.UNKNOWN:
                 unknown += 1
@@ -119,3 +99,36 @@ class NUMAFitFilter(filters.BaseHostFilter):
                        'kept': len(kept), 'unknown': unknown},
                       instance_uuid=spec_obj.instance_uuid)
         return kept
+
+
+def engine_answers(hosts, spec_obj, decider):
+    """The fit engine's YES / NO / UNKNOWN for each host, or None.
+
+    None means the engine has nothing to say about this request: it has no
+    NUMA topology, it is a rebuild (Nova keeps the instance's topology), or
+    it lies outside the engine's subset.  ``decider`` names who decides
+    instead, for the debug line.
+    """
+    if not hosts or scheduler_utils.request_is_rebuild(spec_obj):
+        return None
+    try:
+        request, pci_requests = adapters.request_from_spec(spec_obj)
+    except adapters.Unsupported as exc:
+        LOG.debug('Request outside the fit engine\'s subset (%s); '
+                  'leaving all %d hosts to %s.', exc, len(hosts), decider,
+                  instance_uuid=spec_obj.instance_uuid)
+        return None
+    if request is None:
+        return None
+    prepared = adapters.prepared_hosts(hosts)
+    pcis = None
+    if request.pci is not None:
+        pcis = [adapters.host_pci(h, pci_requests[0]) for h in hosts]
+    return engine.check_hosts(prepared, request, pcis)
+
+
+def log_rejection(host, spec_obj):
+    LOG.debug('%(host)s, %(node)s fails NUMA fit: the requested NUMA '
+              'topology does not fit its free NUMA resources.',
+              {'host': host.host, 'node': host.nodename},
+              instance_uuid=spec_obj.instance_uuid)

@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""NUMAFitFilter inside a real nova-scheduler.
+"""NUMAFitFilter and FastNUMATopologyFilter inside a real nova-scheduler.
 
 The same boot sequence runs twice on the same fake hosts: first with Nova's
 filters alone, then, after nova-scheduler is restarted with NUMAFitFilter in
@@ -18,6 +18,8 @@ filters alone, then, after nova-scheduler is restarted with NUMAFitFilter in
 NUMATopologyFilter.  Every server must land on the same host and NUMA cells,
 every request that failed must fail the same way, and the hosts left after
 filtering must be the same: the filter may only make scheduling cheaper.
+FastNUMATopologyFilter, which replaces NUMATopologyFilter, is held to the
+same rule, and the computes must accept the limits it records.
 """
 
 from unittest import mock
@@ -29,6 +31,7 @@ from tests.functional import base
 
 NUMA_FIT = base.NUMA_FIT_FILTER
 NUMA_TOPOLOGY = base.NUMA_TOPOLOGY_FILTER
+FAST_NUMA = cloud.FAST_NUMA_FILTER
 
 
 class NUMAFitFilterMixedHostsTest(base.NUMAFitTestBase):
@@ -75,6 +78,36 @@ class NUMAFitFilterMixedHostsTest(base.NUMAFitTestBase):
                              '%s / %s' % (ref.render(), new.render()))
             self.assertEqual(0, new.rejected(NUMA_TOPOLOGY), new.render())
         self.assertGreater(sum(p.rejected(NUMA_FIT) for p in passes), 10)
+
+
+class FastNUMATopologyFilterTest(base.NUMAFitTestBase):
+    """FastNUMATopologyFilter in place of NUMATopologyFilter, same hosts."""
+
+    HOSTS = scenarios.MIXED.hosts
+    NUMA_FIT = False
+
+    def test_same_scheduling_as_numa_topology_filter(self):
+        boots = scenarios.MIXED.boots
+        reference, run = self.run_setups(
+            boots, [scenarios.NOVA_FILTERS_ALONE, scenarios.WITH_FAST_NUMA])
+        self.assertFilterLoaded(
+            FAST_NUMA, 'nova_sched_ext.filters.fast_numa_topology')
+        self.assertFilterNotLoaded(NUMA_TOPOLOGY)
+        self.assertBootsAsExpected(boots, reference.results)
+        # Same hosts and cells: the computes claimed with the limits the
+        # filter recorded, as they do with Nova's.
+        self.assertSameScheduling(reference.results, run.results)
+        self.assertBootsAsExpected(boots, run.results)
+        reference_passes = [p for rs in reference.results for r in rs
+                            for p in r.passes]
+        passes = [p for rs in run.results for r in rs for p in r.passes]
+        self.assertEqual(len(reference_passes), len(passes))
+        for ref, new in zip(reference_passes, passes):
+            self.assertEqual(ref.ran(NUMA_TOPOLOGY), new.ran(FAST_NUMA))
+            self.assertEqual(ref.rejected(NUMA_TOPOLOGY),
+                             new.rejected(FAST_NUMA),
+                             '%s / %s' % (ref.render(), new.render()))
+        self.assertGreater(sum(p.rejected(FAST_NUMA) for p in passes), 10)
 
 
 class NUMAFitFilterDecidesTest(base.NUMAFitTestBase):

@@ -271,8 +271,15 @@ class CandidateLimitTestCase(test.NoDBTestCase):
         self.limit.log_settings()
         log = self.stdlog.logger.output
         self.assertIn('asking again with up to 10000, 4 times more', log)
-        self.assertIn('NUMAFitFilter is not in [filter_scheduler] '
-                      'enabled_filters', log)
+        self.assertIn('neither NUMAFitFilter nor FastNUMATopologyFilter is '
+                      'in [filter_scheduler] enabled_filters', log)
+
+    def test_no_warning_with_the_fast_numa_filter(self):
+        self.flags(enabled_filters=['ComputeFilter',
+                                    'FastNUMATopologyFilter'],
+                   group='filter_scheduler')
+        self.limit.log_settings()
+        self.assertNotIn('enabled_filters', self.stdlog.logger.output)
 
     def test_settings_without_widening(self):
         self.flags(placement_results_max=0, group='nova_sched_ext')

@@ -70,6 +70,17 @@ class SettingsTest(base.TestCase):
             self._filters('A,NUMATopologyFilter,B',
                           'NUMAFitFilter,DeploymentSetFilter'))
 
+    def test_fast_numa_filter_replaces_numa_topology_filter(self):
+        fast = 'FastNUMATopologyFilter'
+        self.assertEqual('ComputeFilter,%s,PciFilter' % fast,
+                         self._filters('ComputeFilter,NUMATopologyFilter,'
+                                       'PciFilter', fast))
+        self.assertEqual('A,%s,DeploymentSetFilter' % fast,
+                         self._filters('A', 'NUMAFitFilter,%s,'
+                                            'DeploymentSetFilter' % fast))
+        self.assertEqual('A,%s,B' % fast, self._filters(
+            'A,NUMAFitFilter,NUMATopologyFilter,B', fast))
+
     def test_nothing_to_add(self):
         self.assertEqual('A,NUMAFitFilter,NUMATopologyFilter',
                          self._filters('A,NUMAFitFilter,NUMATopologyFilter'))

@@ -62,6 +62,7 @@ NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
 PACKAGE_FILTERS = 'nova_sched_ext.filters.all_filters'
 NUMA_FIT_FILTER = 'NUMAFitFilter'
 NUMA_TOPOLOGY_FILTER = 'NUMATopologyFilter'
+FAST_NUMA_FILTER = 'FastNUMATopologyFilter'
 TIE_BREAKER = scenarios.TIE_BREAKER
 
 #: Nova's default filters plus the NUMA and PCI ones an operator running
@@ -78,7 +79,12 @@ BASE_FILTERS = (
 
 
 def enabled_filters(numa_fit=True):
-    """The ``[filter_scheduler] enabled_filters`` list, with or without us."""
+    """The ``[filter_scheduler] enabled_filters`` list, with or without us.
+
+    ``numa_fit`` as ``scenarios.Setup.numa_fit`` has it.
+    """
+    if numa_fit == scenarios.FAST_NUMA:
+        return list(BASE_FILTERS + (FAST_NUMA_FILTER,))
     numa = (NUMA_FIT_FILTER,) if numa_fit else ()
     return list(BASE_FILTERS + numa + (NUMA_TOPOLOGY_FILTER,))
 
@@ -283,7 +289,7 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
     def reconfigure_scheduler(self, numa_fit=None, weight_classes=None):
         """Change filters or weighers and restart nova-scheduler.
 
-        :param numa_fit: NUMAFitFilter on or off (None: unchanged).
+        :param numa_fit: as ``scenarios.Setup.numa_fit`` (None: unchanged).
         :param weight_classes: ``[filter_scheduler] weight_classes`` (None:
             unchanged).
 

@@ -112,14 +112,20 @@ class Setup:
 
     #: for humans: "Nova's filters alone", "with NUMASlotWeigher"...
     label: str
-    #: NUMAFitFilter in ``enabled_filters`` (before NUMATopologyFilter)
-    numa_fit: bool = True
+    #: True: NUMAFitFilter in ``enabled_filters`` (before
+    #: NUMATopologyFilter); :data:`FAST_NUMA`: FastNUMATopologyFilter in
+    #: place of NUMATopologyFilter; False: Nova's filters alone
+    numa_fit: object = True
     #: ``[filter_scheduler] weight_classes``
     weight_classes: tuple = STOCK_WEIGHT_CLASSES
 
 
+#: ``Setup.numa_fit``: FastNUMATopologyFilter replaces NUMATopologyFilter
+FAST_NUMA = 'fast'
+
 NOVA_FILTERS_ALONE = Setup("Nova's filters alone", numa_fit=False)
 WITH_NUMA_FIT = Setup('with NUMAFitFilter')
+WITH_FAST_NUMA = Setup('with FastNUMATopologyFilter', numa_fit=FAST_NUMA)
 NOVA_WEIGHERS_ALONE = Setup("Nova's weighers alone")
 WITH_SLOT_WEIGHER = Setup('with NUMASlotWeigher',
                           weight_classes=SLOT_WEIGHT_CLASSES)
