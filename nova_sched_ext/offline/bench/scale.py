@@ -56,7 +56,9 @@ with databases of its own, dropped at the end, also on failure):
   cloud with NUMA flavors enables) and Nova's weighers; and the manager of
   ``nova-sched-ext-scheduler``
   (:class:`nova_sched_ext.manager.SchedulerManager`) with the package's
-  filters (``NUMAFitFilter`` right before ``NUMATopologyFilter``) and
+  filters (``FastNUMATopologyFilter`` in place of ``NUMATopologyFilter``;
+  ``--package-numa-filter prefilter``: ``NUMAFitFilter`` right before
+  ``NUMATopologyFilter``, as the devstack plugin sets them up) and
   weigher (``NUMASlotWeigher`` after Nova's, its options at their
   defaults), as the devstack plugin configures them;
   ``--package-weighers nova`` leaves the weigher out, and then both
@@ -826,15 +828,23 @@ def nova_filters(defaults):
     return names
 
 
-def package_filters(defaults):
-    """The devstack plugin's list: NUMAFitFilter before NUMATopology."""
+def package_filters(defaults, numa_filter='fast'):
+    """Nova's list with the package's NUMA filter.
+
+    ``fast``: FastNUMATopologyFilter in place of NUMATopologyFilter;
+    ``prefilter``: NUMAFitFilter right before it.
+    """
     names = nova_filters(defaults)
-    names.insert(names.index('NUMATopologyFilter'), 'NUMAFitFilter')
+    at = names.index('NUMATopologyFilter')
+    if numa_filter == 'fast':
+        names[at] = 'FastNUMATopologyFilter'
+    else:
+        names.insert(at, 'NUMAFitFilter')
     return names
 
 
 def make_manager(conf, side, package_weighers='package',
-                 package_host_state='kept'):
+                 package_host_state='kept', package_numa_filter='fast'):
     from nova.scheduler import host_manager
     from nova.scheduler import manager as nova_manager
     from unittest import mock
@@ -849,7 +859,7 @@ def make_manager(conf, side, package_weighers='package',
         weighers = ['nova.scheduler.weights.all_weighers']
     else:
         cls = ext_manager.SchedulerManager
-        filters = package_filters(defaults)
+        filters = package_filters(defaults, package_numa_filter)
         available = ['nova.scheduler.filters.all_filters',
                      'nova_sched_ext.filters.all_filters']
         weighers = ['nova.scheduler.weights.all_weighers']
@@ -1104,7 +1114,8 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     check_placement(rc, ctx, cloud)
     progress('starting the two scheduler managers')
     managers = {side: make_manager(conf, side, args.package_weighers,
-                                   args.package_host_state)
+                                   args.package_host_state,
+                                   args.package_numa_filter)
                 for side in SIDES}
     for manager in managers.values():
         seed_instance_info(ctx, objects, manager, cloud)
@@ -1190,6 +1201,7 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
         'max_placement_results': conf.scheduler.max_placement_results,
         'package_weighers': args.package_weighers,
         'package_host_state': args.package_host_state,
+        'package_numa_filter': args.package_numa_filter,
         'warmup': args.warmup, 'seed': args.seed,
         'state': 'each request on the same state for both schedulers (the '
                  'first one\'s claim deleted before the second runs, the '
@@ -1279,6 +1291,12 @@ def add_arguments(parser):
                              'reloads it '
                              'on every request as Nova does (reload: '
                              '[nova_sched_ext] keep_host_state = False)')
+    parser.add_argument('--package-numa-filter',
+                        choices=['fast', 'prefilter'], default='fast',
+                        help='the package\'s NUMA filter: '
+                             'FastNUMATopologyFilter in place of Nova\'s '
+                             'NUMATopologyFilter (fast, the default), or '
+                             'NUMAFitFilter before it (prefilter)')
     parser.add_argument('--max-placement-results', default=None,
                         help='comma-separated values of [scheduler] '
                              'max_placement_results for both schedulers '
@@ -1351,6 +1369,7 @@ def _in_a_child(args, size, limit=None):
             '--warmup', str(args.warmup),
             '--package-weighers', args.package_weighers,
             '--package-host-state', args.package_host_state,
+            '--package-numa-filter', args.package_numa_filter,
             '--db-prefix', prefix]
     if args.backend:
         argv += ['--backend', args.backend]
@@ -1376,10 +1395,12 @@ def render(figures):
     lines = []
     lines.append(
         'select_destinations at %d hosts, %d requests; %s; placement: %s; '
-        'max_placement_results %d; fit backend %s; package host state %s'
+        'max_placement_results %d; fit backend %s; package host state %s; '
+        'package NUMA filter %s'
         % (figures['hosts'], figures['requests'], figures['database'],
            figures['placement'], figures['max_placement_results'],
-           figures['backend'], figures.get('package_host_state', 'kept')))
+           figures['backend'], figures.get('package_host_state', 'kept'),
+           figures.get('package_numa_filter', 'prefilter')))
     if figures['database_note']:
         lines.append('NOTE: %s' % figures['database_note'])
     used = figures['cloud_used_pct']

@@ -65,12 +65,15 @@ class TestScaleBenchRun(base.TestCase):
                                    (side, phase))
             self.assertEqual(REQUESTS, figures['placed'] + figures['refused'])
             self.assertGreater(figures['placed'], 0, side)
-            self.assertIn('NUMATopologyFilter', figures['filters'])
-        self.assertIn('NUMAFitFilter', run['sides']['package']['filters'])
-        self.assertNotIn('NUMAFitFilter', run['sides']['nova']['filters'])
-        self.assertIn('NUMASlotWeigher', run['sides']['package']['weighers'])
-        self.assertIn('NUMAFitFilter',
-                      run['sides']['package']['filters_by_name_ms'])
+        package, nova = run['sides']['package'], run['sides']['nova']
+        self.assertIn('NUMATopologyFilter', nova['filters'])
+        self.assertIn('FastNUMATopologyFilter', package['filters'])
+        self.assertNotIn('NUMATopologyFilter', package['filters'])
+        self.assertNotIn('FastNUMATopologyFilter', nova['filters'])
+        self.assertEqual('fast', run['package_numa_filter'])
+        self.assertIn('NUMASlotWeigher', package['weighers'])
+        self.assertIn('FastNUMATopologyFilter',
+                      package['filters_by_name_ms'])
         # The same state for both on every request: the package's filter
         # keeps what Nova's would, so both place the same requests.
         self.assertEqual(run['sides']['nova']['placed'],
@@ -120,6 +123,9 @@ class TestScaleBenchHelpers(base.TestCase):
         self.assertEqual(['ComputeFilter', 'ServerGroupAffinityFilter',
                           'PciPassthroughFilter', 'NUMAFitFilter',
                           'NUMATopologyFilter'],
+                         scale.package_filters(defaults, 'prefilter'))
+        self.assertEqual(['ComputeFilter', 'ServerGroupAffinityFilter',
+                          'PciPassthroughFilter', 'FastNUMATopologyFilter'],
                          scale.package_filters(defaults))
         self.assertEqual(['NUMATopologyFilter', 'PciPassthroughFilter'],
                          scale.nova_filters(['NUMATopologyFilter']))
