@@ -89,9 +89,9 @@ CLASS_PATH = 'nova_sched_ext.preemption.driver.PreemptionSchedulerManager'
 #: enabled filters not re-run on eviction candidates: they judge the usage
 #: the victims hold (NUMA, PCI and instance counts)
 USAGE_FILTERS = frozenset((
-    'NUMATopologyFilter', 'NUMAFitFilter', 'PciPassthroughFilter',
-    'NumInstancesFilter', 'AggregateNumInstancesFilter', 'IoOpsFilter',
-    'AggregateIoOpsFilter',
+    'NUMATopologyFilter', 'NUMAFitFilter', 'FastNUMATopologyFilter',
+    'PciPassthroughFilter', 'NumInstancesFilter',
+    'AggregateNumInstancesFilter', 'IoOpsFilter', 'AggregateIoOpsFilter',
 ))
 
 

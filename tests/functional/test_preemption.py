@@ -31,6 +31,7 @@ import oslo_messaging as messaging
 
 from nova_sched_ext import coordination
 from nova_sched_ext.offline.harness import fake_hosts
+from nova_sched_ext.offline.harness import scenarios
 from nova_sched_ext.preemption import driver
 from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.preemption import journal
@@ -610,3 +611,16 @@ class EvictionCrashTest(PreemptionTestBase):
         self.assertEqual(2, len(summary['evicted']))
         self.assertNothingLost(servers, summary, summary['evicted'],
                                deleted=summary['evicted'])
+
+
+class FastNUMAFilterPreemptionTest(PreemptionTestBase):
+    """Eviction with FastNUMATopologyFilter in NUMATopologyFilter's place.
+
+    The victim search must not run it on hosts whose room the victims
+    still hold (``driver.USAGE_FILTERS``), or no host would ever qualify.
+    """
+
+    NUMA_FIT = scenarios.FAST_NUMA
+
+    test_on_demand_boot_evicts_the_minimal_victims = (
+        PreemptionTest.test_on_demand_boot_evicts_the_minimal_victims)
