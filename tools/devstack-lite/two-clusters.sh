@@ -114,8 +114,10 @@ function cluster_env {
     # The plugin: its filters with Nova's, the fake NUMA computes, the
     # capacity API answering from a count at most 1 s old (the scenarios
     # read it right after they boot). One nova-scheduler: the broker's
-    # proof needs no preemption driver and no lock service.
-    NOVA_SCHED_EXT_FILTERS=NUMAFitFilter,DeploymentSetFilter
+    # proof needs no preemption driver and no lock service. Its NUMA
+    # filter is FastNUMATopologyFilter in NUMATopologyFilter's place, so
+    # that real processes run it too (run.sh's cloud runs NUMAFitFilter).
+    NOVA_SCHED_EXT_FILTERS=FastNUMATopologyFilter,DeploymentSetFilter
     NOVA_SCHED_EXT_DEPLOYMENT_SET_LOCKING=False
     NOVA_SCHED_EXT_PREEMPTION=False
     NOVA_SCHED_EXT_SCHEDULERS=1
@@ -398,4 +400,16 @@ timeout --kill-after 10 "$left" "$VENV/bin/python" \
     2>&1 | tee "$LOGDIR/broker-clusters.log" || scenarios_status=$?
 grep -q '^broker-clusters: [0-9]* passed, 0 failed' \
     "$LOGDIR/broker-clusters.log" || scenarios_status=1
+# The boots above went through FastNUMATopologyFilter in real schedulers.
+fast_passes=0
+for name in $CLUSTERS; do
+    passes=$(grep -c 'Filter FastNUMATopologyFilter returned' \
+        "$WORK/cluster-$name/logs/n-sch.log" || true)
+    echo "cluster-$name: scheduler passes through FastNUMATopologyFilter: $passes"
+    fast_passes=$((fast_passes + passes))
+done
+if [[ $fast_passes -eq 0 ]]; then
+    echo "no scheduler pass went through FastNUMATopologyFilter" >&2
+    scenarios_status=1
+fi
 exit $scenarios_status
