@@ -23,7 +23,11 @@ and named by ``broker.chooser`` in the broker's configuration.  Shipped:
     so that the request lands where it leaves most room;
 ``round-robin`` (:class:`RoundRobin`)
     the clusters in turn, starting after the one that took the previous
-    request, whatever their capacity: the baseline of the comparison.
+    request, whatever their capacity: the baseline of the comparison;
+``best-fit`` (:class:`BestFit`)
+    the cluster with the least capacity that still covers the request
+    first, so that the clusters with most room keep it for the requests
+    only they can take, instead of every request herding onto them.
 """
 
 from nova_sched_ext.broker import config as broker_config
@@ -54,6 +58,15 @@ class MostCapacity(Chooser):
     def order(self, request, variant, candidates):
         position = {name: i for i, name in enumerate(self.conf.clusters)}
         return sorted(candidates, key=lambda c: (-c.capacity,
+                                                 position[c.cluster]))
+
+
+class BestFit(Chooser):
+    """The cluster with the least capacity covering the request first."""
+
+    def order(self, request, variant, candidates):
+        position = {name: i for i, name in enumerate(self.conf.clusters)}
+        return sorted(candidates, key=lambda c: (c.capacity,
                                                  position[c.cluster]))
 
 

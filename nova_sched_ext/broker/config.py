@@ -20,7 +20,9 @@ problem, and nothing is used of a file that has one.  The sections (see
 
 ``broker``
     ``chooser`` (an entry point of :data:`CHOOSER_NAMESPACE`, default
-    ``most-capacity``), ``boot_timeout`` and ``poll_interval`` (seconds),
+    ``most-capacity``), ``conversion`` (the order of the role's
+    variants, one of :data:`CONVERSIONS`, default ``priority``),
+    ``boot_timeout`` and ``poll_interval`` (seconds),
     ``max_attempts`` (boots tried per request).
 ``clusters``
     by cluster name: ``cloud`` (its ``clouds.yaml`` entry, default the
@@ -52,6 +54,15 @@ import yaml
 #: the stevedore namespace of the cluster choosers
 CHOOSER_NAMESPACE = 'nova_sched_ext.broker_choosers'
 DEFAULT_CHOOSER = 'most-capacity'
+
+#: the role's variants in the family's order: the first one a cluster
+#: has room for wins (the seed's greedy conversion)
+PRIORITY = 'priority'
+#: inside each pool (the pools in the family's order), the NUMA kind the
+#: clusters have most room for first, the family's order breaking ties
+MOST_ROOM = 'most-room'
+CONVERSIONS = (PRIORITY, MOST_ROOM)
+DEFAULT_CONVERSION = PRIORITY
 
 SINGLE = 'single'
 DUAL = 'dual'
@@ -129,6 +140,7 @@ class Config:
     set_max_size: typing.Optional[int] = None
     set_caps: dict = dataclasses.field(default_factory=dict)
     chooser: str = DEFAULT_CHOOSER
+    conversion: str = DEFAULT_CONVERSION
     boot_timeout: float = DEFAULT_BOOT_TIMEOUT
     poll_interval: float = DEFAULT_POLL_INTERVAL
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
@@ -284,11 +296,17 @@ def parse(data, path='<configuration>'):
 
 
 def _broker_settings(check, raw):
-    check.mapping(raw, 'broker', known=('chooser', 'boot_timeout',
-                                        'poll_interval', 'max_attempts'))
+    check.mapping(raw, 'broker', known=('chooser', 'conversion',
+                                        'boot_timeout', 'poll_interval',
+                                        'max_attempts'))
     settings = {}
     if 'chooser' in raw:
         settings['chooser'] = check.name(raw['chooser'], 'broker.chooser')
+    if 'conversion' in raw:
+        if raw['conversion'] not in CONVERSIONS:
+            check.fail('broker.conversion', 'expected one of %s, got %s'
+                       % (', '.join(CONVERSIONS), _shown(raw['conversion'])))
+        settings['conversion'] = raw['conversion']
     if 'boot_timeout' in raw:
         settings['boot_timeout'] = check.number(
             raw['boot_timeout'], 'broker.boot_timeout', 1, MAX_BOOT_TIMEOUT)

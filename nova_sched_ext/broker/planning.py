@@ -21,7 +21,9 @@ variant saying why it was kept or dropped.  It reads no cloud and keeps
 no state but the chooser's, so the simulator replays a trace through the
 very same decision (``nova-sched-ext-sim --broker``).
 
-The order: the role's variants in the family's priority order; for each
+The order: the role's variants in the family's priority order (with
+``broker.conversion: most-room``, inside each pool the variant the
+clusters have most room for first, see :func:`variant_order`); for each
 variant, the clusters that hold its pool, have the image, at least
 ``count`` free addresses on the network and a capacity covering the whole
 ``count``, in the order the chooser gives them; last, the pairs whose
@@ -221,8 +223,9 @@ def plan(conf, request, views, chooser, tried=()):
             usable.append(view)
 
     unknown_capacity = []
+    eligible_by_variant = {}
     for variant in variants:
-        eligible = []
+        eligible = eligible_by_variant[variant] = []
         for view in usable:
             name = view.cluster.name
             reason, capacity = _variant_problem(view, variant, count, tried)
@@ -239,13 +242,43 @@ def plan(conf, request, views, chooser, tried=()):
             else:
                 result.verdicts.append(Verdict(name, variant, False, reason,
                                                capacity))
-        result.candidates.extend(chooser.order(request, variant, eligible))
+    for variant in variant_order(conf, variants, eligible_by_variant):
+        result.candidates.extend(chooser.order(
+            request, variant, eligible_by_variant[variant]))
     result.candidates.extend(unknown_capacity)
     if not result.candidates:
         result.refusal = (
             'no cluster can take %d x %s for role %s: %s'
             % (count, request.family, role.name, _summary(result.verdicts)))
     return result
+
+
+def variant_order(conf, variants, eligible_by_variant):
+    """The order in which ``variants`` (in priority order) are tried.
+
+    ``priority``: as given.  ``most-room``: the pools stay in the order
+    of their first variant, so a role still gets the better pool first
+    whenever it has room (dpdk before normal in the seed's order); inside
+    a pool, the variant with the most room over the eligible clusters
+    (the sum of their capacities, in instances of the one size the
+    family's variants share) comes first.  Taking an instance from the
+    kind that has most room spends the smallest share of it, and leaves
+    the scarce kind to the requests that cannot convert (a role allowed
+    one NUMA kind only, or a family of a single variant).  Equal room,
+    and the variants no cluster has room for, keep the family's order.
+    """
+    if conf.conversion == broker_config.PRIORITY:
+        return list(variants)
+    pools = []
+    for variant in variants:
+        if variant.pool not in pools:
+            pools.append(variant.pool)
+    priority = {variant: i for i, variant in enumerate(variants)}
+
+    def room(variant):
+        return sum(c.capacity for c in eligible_by_variant[variant])
+    return sorted(variants, key=lambda v: (pools.index(v.pool), -room(v),
+                                           priority[v]))
 
 
 def _cluster_problem(conf, request, role, view, preemptible_by_dc):

@@ -28,10 +28,15 @@ best fit), with the fit engine's own placement.  Four runs per trace:
     the broker's conversion: the request's kind first, then the other one
     (a single-NUMA request may become dual-NUMA and the reverse; a
     dual-NUMA variant only where vCPUs and RAM split evenly over two
-    nodes, as Nova requires);
+    nodes, as Nova requires), tried in that order (``broker.conversion:
+    priority``, the seed's greedy rule);
+``conversion-most-room``
+    the same variants, the one the clusters have most room for first
+    (``broker.conversion: most-room``);
 
-each with cluster choice by ``most-capacity`` and by ``round-robin``
-(the chooser plugins of :mod:`nova_sched_ext.broker.choosers`).
+each with cluster choice by ``most-capacity``, ``round-robin`` and
+``best-fit`` (the chooser plugins of
+:mod:`nova_sched_ext.broker.choosers`).
 
 What is left out, and why: the trace's server groups (affinity,
 anti-affinity, fault domains) are each cluster's scheduler's business,
@@ -61,8 +66,13 @@ from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import pyfit
 
-MODES = ('fixed', 'conversion')
-CHOOSERS = ('most-capacity', 'round-robin')
+#: {mode: the broker.conversion it runs with}
+MODES = {'fixed': broker_config.PRIORITY,
+         'conversion': broker_config.PRIORITY,
+         'conversion-most-room': broker_config.MOST_ROOM}
+CHOOSERS = {'most-capacity': choosers.MostCapacity,
+            'round-robin': choosers.RoundRobin,
+            'best-fit': choosers.BestFit}
 POOL = 'normal'
 DATACENTER = 'dc'
 KIND = {1: broker_config.SINGLE, 2: broker_config.DUAL}
@@ -155,8 +165,8 @@ def broker_config_for(cluster_names, requests, mode):
     """The broker configuration of a replay: one family per trace flavor.
 
     A family is named after the flavor the trace asks for; its variants
-    are that flavor and, with ``conversion``, the same size in the other
-    NUMA kind after it.
+    are that flavor and, in the conversion modes, the same size in the
+    other NUMA kind after it.
     """
     families = {}
     for request in requests:
@@ -166,7 +176,7 @@ def broker_config_for(cluster_names, requests, mode):
             continue
         own = KIND[flavor.numa_nodes]
         kinds = [own]
-        if mode == 'conversion':
+        if mode != 'fixed':
             kinds += [k for k in NODES if k != own]
         variants = [{'flavor': variant_name(flavor.vcpus, flavor.memory_mb,
                                             k), 'pool': POOL, 'numa': k}
@@ -174,6 +184,7 @@ def broker_config_for(cluster_names, requests, mode):
                         flavor.vcpus, flavor.memory_mb, k) is not None]
         families[family] = {'variants': variants}
     return broker_config.parse({
+        'broker': {'conversion': MODES[mode]},
         'clusters': {name: {'region': name, 'datacenter': DATACENTER,
                             'pools': [POOL]} for name in cluster_names},
         'flavor_families': families,
@@ -267,8 +278,7 @@ def replay(label, hosts, requests, mode, chooser_name, clusters=3,
                 shapes[variant.flavor] = variant_shape(
                     int(flavor_vcpus), int(memory_gb) * 1024, variant.numa)
     world = SimulatedClusters(by_cluster, shapes)
-    chooser = {'most-capacity': choosers.MostCapacity,
-               'round-robin': choosers.RoundRobin}[chooser_name](conf)
+    chooser = CHOOSERS[chooser_name](conf)
     result = RunResult(trace=label, mode=mode, chooser=chooser_name,
                        by_cluster={name: 0 for name in by_cluster})
     snapshot = None

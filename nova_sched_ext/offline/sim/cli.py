@@ -38,8 +38,10 @@ and the os-capacity formula (:mod:`~nova_sched_ext.offline.sim.capacity`).
 
 ``--broker`` replays the traces through the multi-cluster broker's
 decision instead of Nova's scheduler: the hosts split into clusters by
-rack ranges, each request's NUMA kind fixed or converted, clusters chosen
-by capacity or in turn (:mod:`~nova_sched_ext.offline.sim.broker`).
+rack ranges, each request's NUMA kind fixed or converted (in the
+family's order or the kind with most room first), clusters chosen by
+most capacity, in turn or by best fit
+(:mod:`~nova_sched_ext.offline.sim.broker`).
 
 Exit status: 0 when the replay ran, 2 when it could not (bad option, bad
 trace file, a filter or weigher that cannot be loaded, ``--plot`` without
@@ -276,8 +278,9 @@ def parse_args(argv):
         '--broker', action='store_true',
         help='replay each requests file (default %s beside the hosts '
              'file) through the broker\'s decision on the hosts split into '
-             'clusters by rack ranges: NUMA kinds fixed and converted, '
-             'clusters chosen by capacity and round-robin, side by side'
+             'clusters by rack ranges: NUMA kinds fixed and converted '
+             '(priority and most-room), clusters chosen by most capacity, '
+             'round-robin and best fit, side by side'
              % ', '.join(CAPACITY_REQUESTS))
     brk.add_argument('--broker-clusters', type=_integer(low=1, high=100),
                      metavar='N', help='with --broker: clusters (default '

@@ -64,6 +64,21 @@ class TestLoad(base.TestCase):
         self.assertEqual(10, conf.set_cap('web'))
         self.assertEqual(50, conf.set_cap('other'))
         self.assertIsInstance(choosers.load(conf), choosers.MostCapacity)
+        self.assertEqual('priority', conf.conversion)
+
+    def test_conversion(self):
+        conf = helpers.make_config(broker={'conversion': 'most-room'})
+        self.assertEqual('most-room', conf.conversion)
+        for value in ('cheapest', 3, None):
+            exc = self.assertRaises(
+                broker_config.ConfigError, helpers.make_config,
+                broker={'conversion': value})
+            self.assertIn('broker.yaml: broker.conversion: expected one of '
+                          'priority, most-room, got %r' % (value,), str(exc))
+
+    def test_best_fit_is_a_chooser(self):
+        conf = helpers.make_config(broker={'chooser': 'best-fit'})
+        self.assertIsInstance(choosers.load(conf), choosers.BestFit)
 
     def test_not_yaml(self):
         self.assertRefused('clusters: [a, b\n', 'not valid YAML',

@@ -197,6 +197,61 @@ class TestPlan(base.TestCase):
         self.assertEqual(['east-2', 'west-1'],
                          [c.cluster for c in most.candidates])
 
+    def test_best_fit_takes_the_least_capacity_that_covers(self):
+        best = choosers.BestFit(self.conf)
+        world = views(self.conf, {'east-1': {h.NORMAL_DUAL: 1},
+                                  'east-2': {h.NORMAL_DUAL: 9},
+                                  'west-1': {h.NORMAL_DUAL: 5}})
+        plan = planning.plan(self.conf, request(count=2), world, best)
+        self.assertEqual(['west-1', 'east-2'],
+                         [c.cluster for c in plan.candidates])
+        # equal capacity: the configuration's cluster order
+        world = views(self.conf, {name: {h.NORMAL_DUAL: 4}
+                                  for name in self.conf.clusters})
+        plan = planning.plan(self.conf, request(), world, best)
+        self.assertEqual(['east-1', 'east-2', 'west-1'],
+                         [c.cluster for c in plan.candidates])
+
+    def test_most_room_conversion_reorders_kinds_inside_a_pool(self):
+        conf = h.make_config(broker={'conversion': 'most-room'})
+        most = choosers.MostCapacity(conf)
+        world = views(conf, {
+            'east-1': {h.DPDK_SINGLE: 2, h.DPDK_DUAL: 3, h.NORMAL_SINGLE: 4,
+                       h.NORMAL_DUAL: 1},
+            'east-2': {h.NORMAL_SINGLE: 2, h.NORMAL_DUAL: 9},
+            'west-1': {h.DPDK_SINGLE: 4, h.DPDK_DUAL: 2}})
+        plan = planning.plan(conf, request(count=2), world, most)
+        # dpdk still first (the pool's priority), its single-NUMA kind
+        # first since it has room 6 against 5; in the normal pool the
+        # dual kind's 9 beat the single kind's 6, and a cluster whose
+        # capacity does not cover the count adds no room
+        self.assertEqual(
+            [('west-1', h.DPDK_SINGLE), ('east-1', h.DPDK_SINGLE),
+             ('east-1', h.DPDK_DUAL), ('west-1', h.DPDK_DUAL),
+             ('east-2', h.NORMAL_DUAL),
+             ('east-1', h.NORMAL_SINGLE), ('east-2', h.NORMAL_SINGLE)],
+            self.pairs(plan))
+        # the same world, the seed's order
+        plan = planning.plan(self.conf, request(count=2), world, self.most)
+        self.assertEqual(
+            [('west-1', h.DPDK_SINGLE), ('east-1', h.DPDK_SINGLE),
+             ('east-1', h.DPDK_DUAL), ('west-1', h.DPDK_DUAL),
+             ('east-1', h.NORMAL_SINGLE), ('east-2', h.NORMAL_SINGLE),
+             ('east-2', h.NORMAL_DUAL)],
+            self.pairs(plan))
+
+    def test_most_room_ties_and_empty_kinds_keep_the_priority(self):
+        conf = h.make_config(broker={'conversion': 'most-room'})
+        most = choosers.MostCapacity(conf)
+        world = views(conf, {'east-2': {h.NORMAL_SINGLE: 5,
+                                        h.NORMAL_DUAL: 5}})
+        plan = planning.plan(conf, request(), world, most)
+        self.assertEqual([('east-2', h.NORMAL_SINGLE),
+                          ('east-2', h.NORMAL_DUAL)], self.pairs(plan))
+        world = views(conf, {'east-1': {h.DPDK_DUAL: 1}})
+        plan = planning.plan(conf, request(), world, most)
+        self.assertEqual([('east-1', h.DPDK_DUAL)], self.pairs(plan))
+
     def test_tried_pairs_are_not_candidates(self):
         capacity = {name: {h.NORMAL_DUAL: 3} for name in self.conf.clusters}
         plan = planning.plan(self.conf, request(),

@@ -76,16 +76,30 @@ class TestReplay(base.TestCase):
         self.assertEqual({'cluster-1': 1, 'cluster-2': 1},
                          converted.by_cluster)
 
-    def test_choice_by_capacity_or_in_turn(self):
-        hosts = [host('a', '1', (4, 8)), host('b', '2', (16, 32))]
-        requests = [request(i, 4, 8) for i in range(3)]
-        most = broker.replay('t', hosts, requests, 'fixed', 'most-capacity',
-                             clusters=2)
-        self.assertEqual({'cluster-1': 0, 'cluster-2': 3}, most.by_cluster)
-        turn = broker.replay('t', hosts, requests, 'fixed', 'round-robin',
-                             clusters=2)
-        self.assertEqual({'cluster-1': 1, 'cluster-2': 2}, turn.by_cluster)
-        self.assertEqual(3, turn.placed)
+    def test_choice_by_capacity_in_turn_or_best_fit(self):
+        # cluster-1 takes two 4c8g, cluster-2 four
+        hosts = [host('a', '1', (8, 16)), host('b', '2', (16, 32))]
+        requests = [request(i, 4, 8) for i in range(2)]
+        for chooser, by_cluster in (
+                ('most-capacity', {'cluster-1': 0, 'cluster-2': 2}),
+                ('round-robin', {'cluster-1': 1, 'cluster-2': 1}),
+                ('best-fit', {'cluster-1': 2, 'cluster-2': 0})):
+            result = broker.replay('t', hosts, requests, 'fixed', chooser,
+                                   clusters=2)
+            self.assertEqual(by_cluster, result.by_cluster, chooser)
+            self.assertEqual(2, result.placed)
+
+    def test_most_room_converts_to_the_kind_with_more_room(self):
+        # Two cells of 6c12g take two single-NUMA 4c8g (one a cell) but
+        # three dual-NUMA ones (2c4g a cell): most-room takes the dual
+        # kind although the single one fits, the seed's order does not.
+        hosts = [host('a', '1', (6, 12), (6, 12))]
+        for mode, converted in (('conversion', 0),
+                                ('conversion-most-room', 1)):
+            result = broker.replay('t', hosts, [request(0, 4, 8)], mode,
+                                   'most-capacity', clusters=1)
+            self.assertEqual((1, converted),
+                             (result.placed, result.converted), mode)
 
     def test_the_capacity_follows_the_placements(self):
         hosts = [host('a', '1', (8, 16))]
