@@ -26,6 +26,10 @@ import dataclasses
 import json
 import typing
 
+#: The ``format`` of a plan document (``planner.Plan.to_dict()``); here,
+#: where nothing imports Nova, so that Watcher's strategy can check it too.
+PLAN_FORMAT = 'nova-sched-ext-defrag-plan/1'
+
 #: Why an instance is never moved (:attr:`Instance.unmovable`).
 PCI_DEVICES = 'it has PCI devices (live migration would lose them)'
 
