@@ -58,7 +58,8 @@ NOT_NOVA_CONF = ('nova_sched_ext.tempest_plugin',)
 #: placeholders that Nova's ``register_ksa_opts`` registers for the adapter
 #: version options, which no one can set (the code knows the API versions
 #: it needs), and that Nova lists nowhere either
-UNSETTABLE = {('nova_sched_ext_evictor', name)
+UNSETTABLE = {(group, name)
+              for group in ('nova_sched_ext_evictor', 'nova_sched_ext_defrag')
               for name in ('version', 'min_version', 'max_version')}
 
 
