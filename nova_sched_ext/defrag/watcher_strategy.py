@@ -192,7 +192,11 @@ class NUMADefragmentation(base.BaseStrategy):
 
     def run_planner(self, arguments):
         """The plan document of the planner run with ``arguments``."""
-        command = list(self.config.planner_command)
+        command = list(self.config.planner_command or ())
+        if not command:
+            raise DefragmentationFailed(reason=(
+                '[%s] planner_command is empty: set it to the '
+                'nova-sched-ext-defrag command' % watcher_conf.GROUP_NAME))
         argv = command + ['plan', '--json'] + arguments
         shown = ' '.join(command)
         LOG.debug('NUMA defragmentation: running %s', ' '.join(argv))

@@ -245,6 +245,11 @@ class TestErrors(StrategyTestCase):
                          'nova-sched-ext-defrag: No such file or directory',
                          '[%s] planner_command' % watcher_conf.GROUP_NAME)
 
+    def test_no_command(self):
+        strategy = self.defrag(small_cloud(), planner_command=[])
+        self.assertFails(strategy, '[%s] planner_command is empty'
+                         % watcher_conf.GROUP_NAME)
+
     def test_the_planner_fails(self):
         strategy = self.defrag(small_cloud(), planner_command=self.script(
             'sys.stderr.write("a warning\\n\\n'
