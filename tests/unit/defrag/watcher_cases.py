@@ -46,8 +46,10 @@ from unittest import mock
 # eventlet, and the test package then refuses to load.
 import watcher.tests.unit  # noqa: F401
 
-from watcher.common import utils  # noqa: H306
+from watcher.common import nova_helper  # noqa: H306
+from watcher.common import utils
 from watcher.decision_engine.planner import weight
+from watcher.decision_engine.scope import compute as compute_scope
 from watcher.decision_engine.solution import default as default_solution
 from watcher import objects
 from watcher.tests.unit.db import base as db_base
@@ -93,6 +95,16 @@ def plan_document(moves, slots_before=None, slots_recovered=None):
     }
 
 
+def excluding(instances=(), nodes=()):
+    """An audit scope excluding ``instances`` and compute ``nodes``."""
+    rules = []
+    if instances:
+        rules.append({'instances': [{'uuid': uuid} for uuid in instances]})
+    if nodes:
+        rules.append({'compute_nodes': [{'name': name} for name in nodes]})
+    return [{'compute': [{'exclude': rules}]}] if rules else None
+
+
 def migrate(uuid, source, target):
     """A ``migrate`` action as the strategy should add it."""
     return {'action_type': 'migrate',
@@ -110,9 +122,21 @@ class StrategyTestCase(test_base.TestBaseStrategy):
         self.dir = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, self.dir, True)
 
-    def defrag(self, cloud, parameters=None, **config):
-        """The strategy on Watcher's model of ``cloud``."""
-        self.m_c_model.return_value = watcher_run.watcher_model(cloud)
+    def defrag(self, cloud, parameters=None, scope=None, **config):
+        """The strategy on Watcher's model of ``cloud``.
+
+        ``scope``: an audit scope, applied to the model by Watcher's own
+        handler, as the decision engine does before the strategy runs.
+        """
+        model = watcher_run.watcher_model(cloud)
+        if scope:
+            # The handler asks Nova only for zones and aggregates; the
+            # exclusions used here need no Nova API.
+            with mock.patch.object(nova_helper, 'NovaHelper'):
+                handler = compute_scope.ComputeScope(
+                    scope, mock.Mock(check_optimize_metadata=False))
+            model = handler.get_scoped_model(model)
+        self.m_c_model.return_value = model
         options = {opt.dest: opt.default
                    for opt in watcher_conf.strategy_opts}
         options.update(nova_config_files=[])
@@ -162,12 +186,9 @@ class TestPlannedMoves(StrategyTestCase):
             scenario = json.load(f)
         strategy = self.defrag(
             scenario['cloud'], scenario['parameters'],
+            scope=excluding(instances=scenario.get('excluded')),
             planner_command=scenario['planner_command'],
             state_file=scenario['state_file'])
-        for uuid in scenario.get('excluded', ()):
-            # What Watcher's audit scope does to an excluded instance.
-            strategy.compute_model.get_instance_by_uuid(uuid).update(
-                {'watcher_exclude': True})
         if 'error' in scenario:
             self.assertFails(strategy, *scenario['error'])
             return
@@ -190,11 +211,10 @@ class TestArguments(StrategyTestCase):
             small_cloud(),
             {'budget_moves': 3, 'budget_share': 2.5, 'budget_ram_gb': 64,
              'never_move': [C]},
+            scope=excluding(instances=[D]),
             planner_command=self.printing(plan_document([])),
             nova_config_files=['/etc/nova/nova.conf', '/etc/nova/cell.conf'],
             state_file='/tmp/state.json')
-        strategy.compute_model.get_instance_by_uuid(D).update(
-            {'watcher_exclude': True})
         solution = strategy.execute()
         self.assertEqual([], solution.actions)
         self.assertEqual(
@@ -208,16 +228,20 @@ class TestArguments(StrategyTestCase):
              '--never-move', ','.join(sorted([C, D]))], self.argv())
 
     def test_the_scope_is_the_model(self):
-        # Watcher removes the nodes outside the audit scope from the model.
-        cloud = small_cloud()
-        cloud['hosts'] = cloud['hosts'][:2]
-        cloud['instances'] = cloud['instances'][:3]
+        # Watcher removes the nodes outside the audit scope from the model,
+        # with their instances.
         strategy = self.defrag(
-            cloud, planner_command=self.printing(plan_document([])))
+            small_cloud(), scope=excluding(nodes=['node-c']),
+            planner_command=self.printing(plan_document([])))
         strategy.execute()
-        argv = self.argv()
         self.assertEqual(['plan', '--json', '--scope-hosts',
-                          'node-a,node-b'], argv)
+                          'node-a,node-b'], self.argv())
+        # A plan moving an instance to a node the scope took out fails.
+        strategy = self.defrag(
+            small_cloud(), scope=excluding(nodes=['node-c']),
+            planner_command=self.printing(plan_document(
+                [(A, 'node-a', 'node-c')])))
+        self.assertFails(strategy, 'no compute node node-c (its target)')
 
     def test_moves_in_the_plans_order(self):
         moves = [(B, 'node-a', 'node-c'), (A, 'node-a', 'node-b'),
