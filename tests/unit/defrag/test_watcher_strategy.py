@@ -111,10 +111,11 @@ class WatcherTestCase(test_planner.PlannerTestCase):
 class TestWatcherCases(WatcherTestCase):
 
     def test_watchers_side(self):
-        # The arguments, the errors, the sequential planner: no Nova
+        # The arguments, the errors, the sequential planner, the plugins
+        # loaded by Watcher's loaders with watcher.conf's options: no Nova
         # needed, so one interpreter (Watcher takes seconds to import).
         self.run_cases(['TestArguments', 'TestErrors',
-                        'TestSequentialPlanner'])
+                        'TestSequentialPlanner', 'TestLoadedByWatcher'])
 
 
 def spread(hosts):

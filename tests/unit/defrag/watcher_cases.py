@@ -46,11 +46,14 @@ from unittest import mock
 # eventlet, and the test package then refuses to load.
 import watcher.tests.unit  # noqa: F401
 
-from watcher.common import nova_helper  # noqa: H306
+from oslo_config import cfg  # noqa: H306
+from watcher.common import nova_helper
 from watcher.common import utils
+from watcher.decision_engine.loading import default as loading
 from watcher.decision_engine.planner import weight
 from watcher.decision_engine.scope import compute as compute_scope
 from watcher.decision_engine.solution import default as default_solution
+from watcher.decision_engine.strategy.strategies import base as base_strategy
 from watcher import objects
 from watcher.tests.unit.db import base as db_base
 from watcher.tests.unit.db import utils as db_utils
@@ -58,6 +61,7 @@ from watcher.tests.unit.decision_engine.strategy.strategies import test_base
 
 from nova_sched_ext.defrag import model as defrag_model
 from nova_sched_ext.defrag import watcher_conf
+from nova_sched_ext.defrag import watcher_goal
 from nova_sched_ext.defrag import watcher_planner
 from nova_sched_ext.defrag import watcher_strategy
 from nova_sched_ext.offline.sim import watcher_run
@@ -115,12 +119,38 @@ def migrate(uuid, source, target):
                                  'resource_id': uuid}}
 
 
-class StrategyTestCase(test_base.TestBaseStrategy):
+class PlannerScripts(object):
+    """Planner commands written for a test (``self.dir`` holds them)."""
+
+    def make_dir(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def script(self, body):
+        """A planner command: ``body`` run by this Python."""
+        path = os.path.join(self.dir, 'planner-%d.py' % len(
+            os.listdir(self.dir)))
+        with open(path, 'w') as f:
+            f.write('import json, sys, time\n' + body + '\n')
+        return [sys.executable, path]
+
+    def printing(self, plan):
+        """A planner command that prints ``plan`` and records its argv."""
+        return self.script(
+            'json.dump(sys.argv[1:], open(%r, "w"))\n'
+            'json.dump(%r, sys.stdout)'
+            % (os.path.join(self.dir, 'argv.json'), plan))
+
+    def argv(self):
+        with open(os.path.join(self.dir, 'argv.json')) as f:
+            return json.load(f)
+
+
+class StrategyTestCase(PlannerScripts, test_base.TestBaseStrategy):
 
     def setUp(self):
         super().setUp()
-        self.dir = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.make_dir()
 
     def defrag(self, cloud, parameters=None, scope=None, **config):
         """The strategy on Watcher's model of ``cloud``.
@@ -145,25 +175,6 @@ class StrategyTestCase(test_base.TestBaseStrategy):
             config=utils.Struct(options))
         strategy.input_parameters = utils.Struct(parameters or {})
         return strategy
-
-    def script(self, body):
-        """A planner command: ``body`` run by this Python."""
-        path = os.path.join(self.dir, 'planner-%d.py' % len(
-            os.listdir(self.dir)))
-        with open(path, 'w') as f:
-            f.write('import json, sys, time\n' + body + '\n')
-        return [sys.executable, path]
-
-    def printing(self, plan):
-        """A planner command that prints ``plan`` and records its argv."""
-        return self.script(
-            'json.dump(sys.argv[1:], open(%r, "w"))\n'
-            'json.dump(%r, sys.stdout)'
-            % (os.path.join(self.dir, 'argv.json'), plan))
-
-    def argv(self):
-        with open(os.path.join(self.dir, 'argv.json')) as f:
-            return json.load(f)
 
     def assertFails(self, strategy, *words):
         error = self.assertRaises(watcher_strategy.DefragmentationFailed,
@@ -384,3 +395,69 @@ class TestSequentialPlanner(db_base.DbTestCase):
             parallelization=weight.WeightPlanner.parallelization))
         self.assertEqual([(B, []), (A, []), (D, sorted([A, B])),
                           (C, sorted([A, B]))], self.parents(planner))
+
+
+class TestLoadedByWatcher(PlannerScripts, db_base.DbTestCase):
+    """As the decision engine loads it: entry points and watcher.conf."""
+
+    def setUp(self):
+        super().setUp()
+        self.make_dir()
+        # Watcher's loader registers the options itself when it loads the
+        # strategy; a test's override needs them registered before.
+        cfg.CONF.register_opts(watcher_conf.strategy_opts,
+                               group=watcher_conf.GROUP_NAME)
+
+    def test_audit_to_action_plan(self):
+        moves = [(B, 'node-a', 'node-c'), (A, 'node-a', 'node-b')]
+        command = self.printing(plan_document(
+            moves, {'16c32g-2n': 0}, {'16c32g-2n': 1}))
+        self.flags(planner_command=command, nova_config_files=[],
+                   group=watcher_conf.GROUP_NAME)
+        strategy = loading.DefaultStrategyLoader().load(
+            watcher_conf.STRATEGY_NAME)
+        self.assertEqual(command, strategy.config.planner_command)
+        self.assertEqual(watcher_goal.GOAL_NAME, strategy.goal.name)
+        # An audit without parameters gets the schema's defaults, as the
+        # decision engine gives them.
+        parameters = {}
+        utils.StrictDefaultValidatingDraft4Validator(
+            strategy.get_schema()).validate(parameters)
+        self.assertEqual({'budget_share': 5, 'never_move': []}, parameters)
+        strategy.input_parameters.update(parameters)
+        with mock.patch.object(
+                base_strategy.BaseStrategy, 'compute_model',
+                new_callable=mock.PropertyMock,
+                return_value=watcher_run.watcher_model(small_cloud())):
+            solution = strategy.execute()
+        self.assertEqual(['plan', '--json', '--budget-share', '5',
+                          '--scope-hosts', 'node-a,node-b,node-c'],
+                         self.argv())
+
+        # The decision engine's planner for this solution: the one the
+        # strategy names, loaded by its entry point.
+        goal = db_utils.create_test_goal(name=watcher_goal.GOAL_NAME)
+        db_strategy = db_utils.create_test_strategy(
+            name=watcher_conf.STRATEGY_NAME, goal_id=goal.id)
+        audit = db_utils.create_test_audit(
+            uuid=utils.generate_uuid(), goal_id=goal.id,
+            strategy_id=db_strategy.id)
+        planner = loading.DefaultPlannerLoader().load(strategy.planner)
+        self.assertIsInstance(planner, watcher_planner.SequentialPlanner)
+        plan = planner.schedule(self.context, audit.id, solution)
+        actions = {a.input_parameters['resource_id']: a
+                   for a in objects.Action.list(
+                       self.context, filters={'action_plan_uuid': plan.uuid})}
+        self.assertEqual([], actions[B].parents)
+        self.assertEqual([actions[B].uuid], actions[A].parents)
+        self.assertEqual('node-c', actions[B].input_parameters[
+            'destination_node'])
+        indicators = {i.name: i.value for i in objects.EfficacyIndicator.list(
+            self.context, filters={'action_plan_uuid': plan.uuid})}
+        self.assertEqual({'instance_migrations_count': 2,
+                          'large_flavor_slots_before': 0,
+                          'large_flavor_slots_recovered': 1,
+                          'memory_moved_gb': 16}, indicators)
+        self.assertEqual([('large_flavor_slots_recovered', 1)],
+                         [(i['name'], i['value'])
+                          for i in plan.global_efficacy])
