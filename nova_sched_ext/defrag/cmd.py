@@ -52,6 +52,8 @@ import os
 import sys
 
 from nova_sched_ext.capacity import errors
+# Registers [nova_sched_ext_defrag], which apply reads.
+from nova_sched_ext.defrag import conf as defrag_conf
 
 PROG = 'nova-sched-ext-defrag'
 #: The entry-point namespace of the saved states ``plan --state`` reads.
@@ -306,7 +308,6 @@ def write_plan(path, document):
 def _compute():
     """The Compute API proxy, with ``[nova_sched_ext_defrag]``'s user."""
     from keystoneauth1 import exceptions as ks_exc
-    from nova_sched_ext.defrag import conf as defrag_conf
     from nova_sched_ext.preemption import evictor
     from oslo_config import cfg
     group = defrag_conf.GROUP_NAME
@@ -335,7 +336,6 @@ def _progress_line(total, stream):
 
 def run_apply(args, stdout, context=None, compute=None):
     """Apply the plan file; the exit status."""
-    from nova_sched_ext.defrag import conf as defrag_conf
     from nova_sched_ext.defrag import executor
     from nova_sched_ext.defrag import live
     from oslo_config import cfg

@@ -223,6 +223,17 @@ class TestInstalledMetadata(base.TestCase):
         self.assertEqual({'nova_sched_ext.broker.cmd:main'},
                          self._entry_point('console_scripts',
                                            'nova-sched-ext-broker'))
+        self.assertEqual({'nova_sched_ext.defrag.cmd:main'},
+                         self._entry_point('console_scripts',
+                                           'nova-sched-ext-defrag'))
+
+    def test_saved_states_the_defrag_command_reads(self):
+        # nova-sched-ext-defrag plan --state picks the reader by format
+        from nova_sched_ext.offline.sim import state as sim_state
+        self.assertEqual(
+            {'nova_sched_ext.offline.sim.defrag_report:planner_input'},
+            self._entry_point('nova_sched_ext.defrag.saved_states',
+                              sim_state.FORMAT))
 
     def test_broker_choosers(self):
         self.assertEqual({'nova_sched_ext.broker.choosers:RoundRobin'},
