@@ -148,3 +148,23 @@ class TestCase(testtools.TestCase):
         with contextlib.redirect_stdout(out):
             rc = main(list(argv))
         return rc, out.getvalue()
+
+
+class OneLineErrors(object):
+    """``assertOneLineError`` of a command test that sets ``prog``.
+
+    The test case keeps what the command wrote in ``self.stdout`` and
+    ``self.stderr`` (``io.StringIO``).
+    """
+
+    prog = None
+
+    def assertOneLineError(self, code, result, *words):
+        """Exit status ``code``, one error line with ``words``, no output."""
+        self.assertEqual(code, result)
+        lines = self.stderr.getvalue().splitlines()
+        self.assertEqual(1, len(lines), lines)
+        self.assertTrue(lines[0].startswith(self.prog + ': error: '), lines)
+        for word in words:
+            self.assertIn(word, lines[0])
+        self.assertEqual('', self.stdout.getvalue())

@@ -71,8 +71,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError('%s (see --help)' % message)
 
 
-def build_parser(prog=PROG):
-    parser = _Parser(prog=prog, description=DESCRIPTION)
+def add_config_options(parser):
+    """``--config-file`` and ``--config-dir``, for :func:`load_config`."""
     parser.add_argument(
         '--config-file', action='append', default=[], metavar='PATH',
         help="The scheduler's nova.conf; repeat for more files, later ones "
@@ -81,6 +81,11 @@ def build_parser(prog=PROG):
     parser.add_argument(
         '--config-dir', action='append', default=[], metavar='DIR',
         help='A directory of *.conf files read after the config files.')
+
+
+def build_parser(prog=PROG):
+    parser = _Parser(prog=prog, description=DESCRIPTION)
+    add_config_options(parser)
     parser.add_argument(
         '--flavor', action='append', metavar='FLAVOR', dest='flavors',
         help='A flavor name or ID; repeat for more. Default: every public, '
@@ -149,7 +154,7 @@ def load_config(args, prog=PROG):
     return conf
 
 
-def _setup_logging(debug):
+def setup_logging(debug):
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(
         '%(asctime)s %(levelname)s [%(name)s] %(message)s'))
@@ -258,7 +263,7 @@ def _fail(prog, message, code):
     return code
 
 
-def _unexpected(exc):
+def unexpected_error(exc):
     """(message, exit code) of an error the count did not turn into one."""
     from keystoneauth1 import exceptions as ks_exc
     from nova_sched_ext.capacity import sources
@@ -281,7 +286,7 @@ def main(argv=None):
         args = build_parser(prog).parse_args(argv[1:])
     except UsageError as exc:
         return _fail(prog, exc, 2)
-    handler = _setup_logging(args.debug)
+    handler = setup_logging(args.debug)
     try:
         try:
             load_config(args, prog)
@@ -293,7 +298,7 @@ def main(argv=None):
         except Exception as exc:
             if args.debug:
                 logging.getLogger(__name__).exception('capacity count failed')
-            message, code = _unexpected(exc)
+            message, code = unexpected_error(exc)
             return _fail(prog, message, code)
         output(report, args.json)
         return 0

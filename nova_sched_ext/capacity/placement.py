@@ -489,6 +489,22 @@ class PlacementReader(object):
             trees[root] = Tree(providers=tuple(members))
         return self._with_sharing(trees)
 
+    def allocations(self, provider_uuids):
+        """``{provider uuid: {consumer uuid: {resource class: amount}}}``.
+
+        What each provider has allocated to whom (one request per
+        provider, ``GET /resource_providers/{uuid}/allocations``); a
+        provider deleted meanwhile has none.
+        """
+        uuids = list(provider_uuids)
+
+        def read(uuid):
+            body = self._get('/resource_providers/%s/allocations' % uuid)
+            return {consumer: dict(allocation.get('resources', {}))
+                    for consumer, allocation in
+                    (body or {}).get('allocations', {}).items()}
+        return dict(zip(uuids, self._map(read, uuids)))
+
     def _map(self, function, items):
         if self._workers > 1 and len(items) > 1:
             with futures.ThreadPoolExecutor(self._workers) as pool:

@@ -155,9 +155,14 @@ def _computes(cctxt):
     return services, objects.ComputeNodeList.get_all(cctxt)
 
 
-def _cell_results(context, cells):
+def in_every_cell(context, cells, function, *args):
+    """``(cell, function(cell context, *args))`` of every cell, read at once.
+
+    A cell whose database does not answer, cannot be used or fails the
+    read raises a one-line :class:`~.errors.CapacityError` naming it.
+    """
     results = nova_context.scatter_gather_cells(
-        context, cells, nova_context.CELL_TIMEOUT, _computes)
+        context, cells, nova_context.CELL_TIMEOUT, function, *args)
     by_uuid = {cell.uuid: cell for cell in cells}
     for cell_uuid, result in results.items():
         cell = by_uuid[cell_uuid]
@@ -202,7 +207,8 @@ def read_cloud(context):
             by_host.setdefault(host, []).append(agg)
     service_group = servicegroup.API()
     hosts = []
-    for cell, (services, computes) in _cell_results(context, cells):
+    for cell, (services, computes) in in_every_cell(context, cells,
+                                                    _computes):
         services = {service.host: service for service in services}
         for compute in computes:
             aggs = by_host.get(compute.host, [])

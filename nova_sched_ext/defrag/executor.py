@@ -130,23 +130,48 @@ class Executor(object):
                     'no cells for it there')
         return None
 
-    def apply(self, moves, dry_run=False):
-        """Apply ``moves`` (from :func:`load_plan`) in order."""
+    def apply(self, moves, dry_run=False, parallel=1):
+        """Apply ``moves`` (from :func:`load_plan`) in order.
+
+        :param parallel: at most this many live migrations at once; a
+            batch is consecutive moves that share no host and no server
+            group, so that none can change what another was checked
+            against.  A failure stops the run once its batch has ended.
+        """
+        if parallel < 1:
+            raise model.PlanError('the number of migrations at once must '
+                                  'be at least 1, not %d' % parallel)
         self.check_names(moves, self.read_cloud())
         steps = []
-        for number, move in enumerate(moves, 1):
+        number = 0
+        while number < len(moves):
             cloud = self.read_cloud()
-            step = self._one(number, move, cloud, dry_run)
-            steps.append(step)
-            self.progress(step)
-            if step.status == FAILED:
-                return Outcome(steps, number)
+            batch = _batch(moves, number, parallel, cloud)
+            finished = self._batch(batch, cloud, dry_run)
+            steps.extend(finished)
+            failed = [s.number for s in finished if s.status == FAILED]
+            if failed:
+                return Outcome(steps, min(failed))
+            number += len(batch)
         return Outcome(steps, None)
 
-    def _one(self, number, move, cloud, dry_run):
+    def _batch(self, batch, cloud, dry_run):
+        """The steps of a batch of ``(number, move)``, in their order."""
+        finished, started = [], []
+        for number, move in batch:
+            step = self._start(number, move, cloud, dry_run)
+            if step is None:
+                started.append((number, move))
+            else:
+                finished.append(step)
+                self.progress(step)
+        finished.extend(self._wait(started))
+        return sorted(finished, key=lambda s: s.number)
+
+    def _start(self, number, move, cloud, dry_run):
+        """None once the migration is under way, else the move's step."""
         def step(status, reason=''):
-            return Step(number, move['instance'], move['source'],
-                        move['target'], status, reason)
+            return _step(number, move, status, reason)
         instance = cloud.instances.get(move['instance'])
         if instance is None:
             return step(SKIPPED, 'the instance is gone')
@@ -166,30 +191,72 @@ class Executor(object):
         except Exception as exc:  # openstacksdk raises many kinds
             return step(FAILED, 'the Compute API refused the live '
                         'migration: %s' % _one_line(exc))
-        return self._wait(move, step)
+        return None
 
-    def _wait(self, move, step):
+    def _wait(self, started):
+        """The steps of the migrations ``started``, as each one ends."""
         deadline = self.clock() + self.wait_timeout
-        while True:
-            try:
-                server = self.compute.get_server(move['instance'])
-            except Exception as exc:
-                return step(FAILED, 'cannot read the server: %s'
-                            % _one_line(exc))
-            status = getattr(server, 'status', None)
-            task_state = getattr(server, 'task_state', None)
-            host = getattr(server, 'compute_host', None)
-            if status == 'ERROR':
-                return step(FAILED, 'the server went to ERROR')
-            if status == 'ACTIVE' and not task_state:
-                if host == move['target']:
-                    return step(DONE)
-                return step(FAILED, 'the migration ended with the server '
-                            'on %s, not on %s' % (host, move['target']))
-            if self.clock() >= deadline:
-                return step(FAILED, 'the server is still %s (task %s) after '
-                            '%d s' % (status, task_state, self.wait_timeout))
-            self.sleep(self.poll_interval)
+        pending = list(started)
+        finished = []
+        while pending:
+            for number, move in list(pending):
+                step = self._poll(number, move, self.clock() >= deadline)
+                if step is not None:
+                    pending.remove((number, move))
+                    finished.append(step)
+                    self.progress(step)
+            if pending:
+                self.sleep(self.poll_interval)
+        return finished
+
+    def _poll(self, number, move, late):
+        """The step of a migration that ended, or None while it runs."""
+        def step(status, reason=''):
+            return _step(number, move, status, reason)
+        try:
+            server = self.compute.get_server(move['instance'])
+        except Exception as exc:
+            return step(FAILED, 'cannot read the server: %s'
+                        % _one_line(exc))
+        status = getattr(server, 'status', None)
+        task_state = getattr(server, 'task_state', None)
+        host = getattr(server, 'compute_host', None)
+        if status == 'ERROR':
+            return step(FAILED, 'the server went to ERROR')
+        if status == 'ACTIVE' and not task_state:
+            if host == move['target']:
+                return step(DONE)
+            return step(FAILED, 'the migration ended with the server '
+                        'on %s, not on %s' % (host, move['target']))
+        if late:
+            return step(FAILED, 'the server is still %s (task %s) after '
+                        '%d s' % (status, task_state, self.wait_timeout))
+        return None
+
+
+def _step(number, move, status, reason=''):
+    return Step(number, move['instance'], move['source'], move['target'],
+                status, reason)
+
+
+def _batch(moves, first, most, cloud):
+    """``[(number, move)]``: the moves from ``first`` to run at once.
+
+    Consecutive, at most ``most``, no host or server group twice.
+    """
+    batch, hosts, groups = [], set(), set()
+    for index in range(first, min(len(moves), first + most)):
+        move = moves[index]
+        instance = cloud.instances.get(move['instance'])
+        group = instance.group if instance is not None else None
+        touched = {move['source'], move['target']}
+        if batch and (touched & hosts or (group and group in groups)):
+            break
+        batch.append((index + 1, move))
+        hosts |= touched
+        if group:
+            groups.add(group)
+    return batch
 
 
 def _one_line(exc):

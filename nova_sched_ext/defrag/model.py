@@ -26,6 +26,10 @@ import dataclasses
 import json
 import typing
 
+#: The ``format`` of a plan document (``planner.Plan.to_dict()``); here,
+#: where nothing imports Nova, so that Watcher's strategy can check it too.
+PLAN_FORMAT = 'nova-sched-ext-defrag-plan/1'
+
 #: Why an instance is never moved (:attr:`Instance.unmovable`).
 PCI_DEVICES = 'it has PCI devices (live migration would lose them)'
 
@@ -39,6 +43,7 @@ def read_document(path, file_format, noun, what, error):
 
     Plans and saved states are read alike: a file that cannot be read, is
     not JSON or is not ours raises ``error`` with one line naming it.
+    ``file_format`` may be a tuple of the formats accepted.
 
     :param noun: what the file is called in messages (``'plan file'``)
     :param what: what it should have been (``'a plan of ...'``)
@@ -51,9 +56,12 @@ def read_document(path, file_format, noun, what, error):
                     % (noun, path, exc.strerror or exc))
     except ValueError as exc:
         raise error('%s %s is not JSON: %s' % (noun, path, exc))
+    formats = (file_format,) if isinstance(file_format, str) \
+        else tuple(file_format)
     if not isinstance(document, dict) or \
-            document.get('format') != file_format:
-        raise error('%s is not %s (format %s)' % (path, what, file_format))
+            document.get('format') not in formats:
+        raise error('%s is not %s (format %s)'
+                    % (path, what, ' or '.join(formats)))
     return document
 
 
@@ -175,6 +183,30 @@ class Scope:
                 self.aggregate not in host.aggregates:
             return False
         return self.hosts is None or host.name in self.hosts
+
+    def check(self, cloud):
+        """Refuse a scope naming a zone, aggregate or host the cloud lacks.
+
+        :raises PlanError: one line naming what is unknown; the planner
+            itself refuses a scope of known names that matches no host
+        """
+        hosts = cloud.hosts.values()
+        if self.availability_zone is not None and not any(
+                h.availability_zone == self.availability_zone
+                for h in hosts):
+            raise PlanError('no compute host is in availability zone %s'
+                            % self.availability_zone)
+        if self.aggregate is not None and not any(
+                self.aggregate in h.aggregates for h in hosts):
+            raise PlanError('no compute host is in a host aggregate named %s'
+                            % self.aggregate)
+        if self.hosts is not None:
+            if not self.hosts:
+                raise PlanError('the list of hosts of the scope is empty')
+            unknown = sorted(self.hosts - set(cloud.hosts))
+            if unknown:
+                raise PlanError('no compute host named %s'
+                                % ', '.join(unknown))
 
     def describe(self):
         parts = []

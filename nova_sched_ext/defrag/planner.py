@@ -137,7 +137,7 @@ class Plan:
         }
 
 
-FORMAT = 'nova-sched-ext-defrag-plan/1'
+FORMAT = model.PLAN_FORMAT
 
 
 def fitted_cells(fitted):

@@ -159,6 +159,21 @@ class StaticMemberSource(MemberSource):
         return self._domains(host_names) if self._domains else {}
 
 
+def member_hints(context, uuid):
+    """The deployment-set hints an existing member was booted with.
+
+    Read from its request spec in the API database, leniently
+    (:func:`~.hints.parse_lenient`); :data:`~.hints.NO_HINTS` without one.
+    """
+    try:
+        spec = objects.RequestSpec.get_by_instance_uuid(context, uuid)
+    except exception.RequestSpecNotFound:
+        return ds_hints.NO_HINTS
+    scheduler_hints = spec.scheduler_hints \
+        if 'scheduler_hints' in spec else None
+    return ds_hints.parse_lenient(scheduler_hints)
+
+
 def _failure(result):
     if result is nova_context.did_not_respond_sentinel:
         return 'no answer within %d s' % nova_context.CELL_TIMEOUT
@@ -262,13 +277,7 @@ class DatabaseMemberSource(MemberSource):
         for uuid in uuids:
             if uuid in found:
                 continue
-            try:
-                spec = objects.RequestSpec.get_by_instance_uuid(context, uuid)
-                scheduler_hints = spec.scheduler_hints \
-                    if 'scheduler_hints' in spec else None
-                value = ds_hints.parse_lenient(scheduler_hints)
-            except exception.RequestSpecNotFound:
-                value = ds_hints.NO_HINTS
+            value = member_hints(context, uuid)
             self._hints.put(uuid, value)
             found[uuid] = value
         return found

@@ -139,15 +139,24 @@ def register_opts(conf):
     confutils.register_ksa_opts(conf, evictor_group, EVICTOR_SERVICE_TYPE)
 
 
+def service_credential_opts(service_type):
+    """The keystoneauth options a service-credentials section lists.
+
+    Session, auth (password plugins shown) and adapter options, as Nova
+    lists its ``[placement]`` section's; the package's sections of service
+    users (the evictor's, the defragmentation executor's) list these.
+    """
+    return (ks_loading.get_session_conf_options() +
+            ks_loading.get_auth_common_conf_options() +
+            ks_loading.get_auth_plugin_conf_options('password') +
+            ks_loading.get_auth_plugin_conf_options('v3password') +
+            confutils.get_ksa_adapter_opts(service_type))
+
+
 def list_opts():
     return [
         (ext_conf.nova_sched_ext_group, ALL_OPTS),
-        (evictor_group,
-         ks_loading.get_session_conf_options() +
-         ks_loading.get_auth_common_conf_options() +
-         ks_loading.get_auth_plugin_conf_options('password') +
-         ks_loading.get_auth_plugin_conf_options('v3password') +
-         confutils.get_ksa_adapter_opts(EVICTOR_SERVICE_TYPE)),
+        (evictor_group, service_credential_opts(EVICTOR_SERVICE_TYPE)),
     ]
 
 

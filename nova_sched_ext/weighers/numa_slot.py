@@ -133,29 +133,36 @@ class ReferenceFlavors:
 
     @staticmethod
     def _load_flavors():
-        context = nova_context.get_admin_context()
-        wanted = CONF.nova_sched_ext.numa_slot_reference_flavors
-        if wanted:
-            flavors = []
-            for name in wanted:
-                try:
-                    flavors.append(objects.Flavor.get_by_name(context, name))
-                    continue
-                except exception.FlavorNotFound:
-                    pass
-                try:
-                    flavors.append(objects.Flavor.get_by_flavor_id(
-                        context, name))
-                except exception.FlavorNotFound:
-                    LOG.warning('NUMASlotWeigher: reference flavor %r '
-                                '([nova_sched_ext] '
-                                'numa_slot_reference_flavors) does not '
-                                'exist; ignored.', name)
-            return flavors
-        flavors = [f for f in objects.FlavorList.get_all(context)
-                   if not f.disabled]
-        flavors.sort(key=lambda f: (f.vcpus, f.memory_mb), reverse=True)
-        return flavors[:CONF.nova_sched_ext.numa_slot_auto_reference_count]
+        return load_reference_flavors(nova_context.get_admin_context())
+
+
+def load_reference_flavors(context):
+    """The reference flavors' ``objects.Flavor``, as the options name them.
+
+    The defragmentation planner recovers the slots of the same flavors.
+    """
+    wanted = CONF.nova_sched_ext.numa_slot_reference_flavors
+    if wanted:
+        flavors = []
+        for name in wanted:
+            try:
+                flavors.append(objects.Flavor.get_by_name(context, name))
+                continue
+            except exception.FlavorNotFound:
+                pass
+            try:
+                flavors.append(objects.Flavor.get_by_flavor_id(
+                    context, name))
+            except exception.FlavorNotFound:
+                LOG.warning('NUMASlotWeigher: reference flavor %r '
+                            '([nova_sched_ext] '
+                            'numa_slot_reference_flavors) does not '
+                            'exist; ignored.', name)
+        return flavors
+    flavors = [f for f in objects.FlavorList.get_all(context)
+               if not f.disabled]
+    flavors.sort(key=lambda f: (f.vcpus, f.memory_mb), reverse=True)
+    return flavors[:CONF.nova_sched_ext.numa_slot_auto_reference_count]
 
 
 def _slot_weight(flavor):

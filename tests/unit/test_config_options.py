@@ -15,9 +15,10 @@
 The options the package registers on ``nova.conf`` (its groups are named
 ``nova_sched_ext...``) must each be listed by a ``list_opts`` function of
 an ``oslo.config.opts`` entry point in ``setup.cfg``; every such namespace
-must be in the config generator's file and on the configuration reference
-page.  setup.cfg is read as a file, not through the installed metadata, so
-a namespace added there counts before the package is installed again.
+must be in a config generator's file (nova.conf's, or watcher.conf's for
+the Watcher strategy) and on the configuration reference page.  setup.cfg
+is read as a file, not through the installed metadata, so a namespace
+added there counts before the package is installed again.
 """
 
 import configparser
@@ -35,6 +36,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 PACKAGE_DIR = os.path.dirname(os.path.abspath(nova_sched_ext.__file__))
 GENERATOR_CONF = os.path.join(REPO, 'etc',
                               'nova-sched-ext-config-generator.conf')
+#: watcher.conf's options (the Watcher strategy's): a sample of their own,
+#: as they are not nova.conf's
+WATCHER_GENERATOR_CONF = os.path.join(
+    REPO, 'etc', 'nova-sched-ext-watcher-config-generator.conf')
 REFERENCE_PAGE = os.path.join(REPO, 'doc', 'source', 'index.rst')
 
 #: the package's groups in nova.conf
@@ -53,7 +58,8 @@ NOT_NOVA_CONF = ('nova_sched_ext.tempest_plugin',)
 #: placeholders that Nova's ``register_ksa_opts`` registers for the adapter
 #: version options, which no one can set (the code knows the API versions
 #: it needs), and that Nova lists nowhere either
-UNSETTABLE = {('nova_sched_ext_evictor', name)
+UNSETTABLE = {(group, name)
+              for group in ('nova_sched_ext_evictor', 'nova_sched_ext_defrag')
               for name in ('version', 'min_version', 'max_version')}
 
 
@@ -138,9 +144,11 @@ class TestEveryOptionIsListed(base.TestCase):
                 '[%s] %s' % option for option in missing))
 
     def test_the_generator_reads_every_namespace(self):
-        with open(GENERATOR_CONF) as f:
-            namespaces = [line.split('=', 1)[1].strip()
-                          for line in f if line.startswith('namespace')]
+        namespaces = []
+        for path in (GENERATOR_CONF, WATCHER_GENERATOR_CONF):
+            with open(path) as f:
+                namespaces += [line.split('=', 1)[1].strip()
+                               for line in f if line.startswith('namespace')]
         self.assertEqual(sorted(config_namespaces()), sorted(namespaces))
 
     def test_the_configuration_reference_shows_every_namespace(self):

@@ -36,10 +36,17 @@ The rules, each with the reason a failure gives:
   nothing but ``offline/`` imports ``broker/``;
 * ``defrag/``, an operator service beside ``capacity/``, imports neither
   the broker, nor the scheduler manager, nor the offline tools;
+* the Watcher plugins (:data:`WATCHER_PLUGINS`) run in Watcher's decision
+  engine, where Nova cannot be imported (both register ``host`` on
+  oslo.config's global ``CONF``): they import no ``nova`` module and of
+  the package only each other and :data:`WATCHER_PLUGINS_MAY_IMPORT`;
+  nothing else in the package imports them, and only they and
+  :data:`WATCHER_RUNNERS` import ``watcher``;
 * nothing under ``nova_sched_ext/`` imports ``tests``.
 """
 
 import ast
+import importlib.util
 import os
 import subprocess
 import sys
@@ -73,6 +80,16 @@ ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
 DEFRAG = 'nova_sched_ext.defrag'
 DEFRAG_MAY_NOT_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.manager',
                          'nova_sched_ext.offline')
+
+#: Watcher's plugins of the package (setup.cfg's watcher_* entry points and
+#: their options), what else they may import of it (no Nova in either), and
+#: the simulator's module that runs Watcher's own strategy in a subprocess.
+WATCHER_PLUGINS = ('nova_sched_ext.defrag.watcher_strategy',
+                   'nova_sched_ext.defrag.watcher_goal',
+                   'nova_sched_ext.defrag.watcher_planner',
+                   'nova_sched_ext.defrag.watcher_conf')
+WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',)
+WATCHER_RUNNERS = ('nova_sched_ext.offline.sim.watcher_run',)
 
 #: The broker, above Nova, and what it may import of the package: the
 #: plugin registry and the capacity API's client (and the package
@@ -173,8 +190,23 @@ def _broken_rule(module, name):
     if within(module, BROKER) and within(name, 'nova'):
         return ('broker/ sits above Nova: it reaches the clusters through '
                 'openstacksdk and never imports nova')
+    if within(module, WATCHER_PLUGINS) and within(name, 'nova'):
+        return ("Watcher's plugins run in Watcher's decision engine, where "
+                'Nova cannot be imported: they never import nova')
+    if within(name, 'watcher') and \
+            not within(module, WATCHER_PLUGINS + WATCHER_RUNNERS):
+        return ('only the Watcher plugins import watcher: a process that '
+                'has Nova cannot')
     if not within(name, PACKAGE) or name == PACKAGE:
         return None
+    if within(module, WATCHER_PLUGINS) and name != DEFRAG and not within(
+            name, WATCHER_PLUGINS + WATCHER_PLUGINS_MAY_IMPORT):
+        return ("Watcher's plugins import of the package only each other "
+                'and %s (the rest pulls in nova)'
+                % ', '.join(WATCHER_PLUGINS_MAY_IMPORT))
+    if within(name, WATCHER_PLUGINS) and not within(module, WATCHER_PLUGINS):
+        return ("the Watcher plugins are Watcher's to load: nothing else "
+                'in the package imports them')
     if within(module, BROKER) and not within(name, BROKER_MAY_IMPORT) \
             and name != 'nova_sched_ext.capacity':
         return ('broker/ imports of the package only %s (the rest pulls '
@@ -333,6 +365,26 @@ class TestRules(base.TestCase):
             'from nova_sched_ext.deployment_set import rules\n'
             'from nova_sched_ext.fit import engine\n'))
 
+    def test_watcher_plugins_stay_out_of_nova(self):
+        self.assertRefused('nova_sched_ext.defrag.watcher_strategy',
+                           'def f():\n    from nova import objects\n',
+                           'never import nova')
+        self.assertRefused('nova_sched_ext.defrag.watcher_goal',
+                           'from nova_sched_ext.defrag import planner\n',
+                           'only each other')
+        self.assertRefused('nova_sched_ext.defrag.executor',
+                           'from . import watcher_strategy\n',
+                           "Watcher's to load")
+        self.assertRefused('nova_sched_ext.capacity.cmd',
+                           'import watcher.conf\n', 'a process that has '
+                           'Nova cannot')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.defrag.watcher_strategy',
+            'from watcher.common import exception\n'
+            'from nova_sched_ext.defrag import model\n'
+            'from nova_sched_ext.defrag import watcher_conf\n'
+            'from . import watcher_planner\n'))
+
     def test_no_tests_in_the_package(self):
         self.assertRefused('nova_sched_ext.offline.harness.cloud',
                            'from tests.functional import base\n',
@@ -351,3 +403,29 @@ class TestBrokerLoadsNoNova(base.TestCase):
         out = subprocess.run([sys.executable, '-c', code], cwd=TOP,
                              capture_output=True, text=True, check=True)
         self.assertEqual('[]', out.stdout.strip(), out.stderr)
+
+
+class TestWatcherPluginsLoadNoNova(base.TestCase):
+    """The Watcher plugins' rule, checked in a fresh interpreter."""
+
+    def loaded_nova(self, modules):
+        code = ('import sys\n' + ''.join('import %s\n' % m for m in modules)
+                + "print(sorted(m for m in sys.modules if m == 'nova' or "
+                  "m.startswith('nova.')))\n")
+        out = subprocess.run([sys.executable, '-c', code], cwd=TOP,
+                             capture_output=True, text=True, check=True)
+        return out.stdout.strip(), out.stderr
+
+    def test_the_options_and_the_plan_format_load_no_nova(self):
+        # What the plugins import of the package, Watcher or not.
+        loaded, errors = self.loaded_nova(
+            ('nova_sched_ext.defrag.watcher_conf',) +
+            WATCHER_PLUGINS_MAY_IMPORT)
+        self.assertEqual('[]', loaded, errors)
+
+    def test_importing_the_plugins_loads_no_nova(self):
+        if importlib.util.find_spec('watcher') is None:
+            self.skipTest('python-watcher is not installed (the [watcher] '
+                          'extra; tox -e watcher)')
+        loaded, errors = self.loaded_nova(WATCHER_PLUGINS)
+        self.assertEqual('[]', loaded, errors)

@@ -223,6 +223,17 @@ class TestInstalledMetadata(base.TestCase):
         self.assertEqual({'nova_sched_ext.broker.cmd:main'},
                          self._entry_point('console_scripts',
                                            'nova-sched-ext-broker'))
+        self.assertEqual({'nova_sched_ext.defrag.cmd:main'},
+                         self._entry_point('console_scripts',
+                                           'nova-sched-ext-defrag'))
+
+    def test_saved_states_the_defrag_command_reads(self):
+        # nova-sched-ext-defrag plan --state picks the reader by format
+        from nova_sched_ext.offline.sim import state as sim_state
+        self.assertEqual(
+            {'nova_sched_ext.offline.sim.defrag_report:planner_input'},
+            self._entry_point('nova_sched_ext.defrag.saved_states',
+                              sim_state.FORMAT))
 
     def test_broker_choosers(self):
         self.assertEqual({'nova_sched_ext.broker.choosers:RoundRobin'},
@@ -232,20 +243,36 @@ class TestInstalledMetadata(base.TestCase):
                          self._entry_point('nova_sched_ext.broker_choosers',
                                            'most-capacity'))
 
+    def test_watcher_plugins(self):
+        # Loaded by Watcher's decision engine (only there: they are not
+        # imported here, where Nova is).
+        self.assertEqual(
+            {'nova_sched_ext.defrag.watcher_strategy:NUMADefragmentation'},
+            self._entry_point('watcher_strategies', 'nova_sched_ext_defrag'))
+        self.assertEqual(
+            {'nova_sched_ext.defrag.watcher_goal:NUMADefragmentation'},
+            self._entry_point('watcher_goals', 'numa_defragmentation'))
+        self.assertEqual(
+            {'nova_sched_ext.defrag.watcher_planner:SequentialPlanner'},
+            self._entry_point('watcher_planners',
+                              'nova_sched_ext_sequential'))
+
     def test_sample_config_is_current(self):
         top = os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))))
-        sample = os.path.join(top, 'etc', 'nova-sched-ext.conf.sample')
-        fresh = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                             'sample')
-        generator.main(args=[
-            '--config-file',
-            os.path.join(top, 'etc', 'nova-sched-ext-config-generator.conf'),
-            '--output-file', fresh])
-        with open(sample) as f, open(fresh) as g:
-            self.assertEqual(g.read(), f.read(),
-                             'etc/nova-sched-ext.conf.sample is out of date: '
-                             'run tox -e genconfig')
+        # nova.conf's sample, and watcher.conf's for the Watcher strategy
+        for name in ('nova-sched-ext', 'nova-sched-ext-watcher'):
+            sample = os.path.join(top, 'etc', '%s.conf.sample' % name)
+            fresh = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                 'sample')
+            generator.main(args=[
+                '--config-file',
+                os.path.join(top, 'etc', '%s-config-generator.conf' % name),
+                '--output-file', fresh])
+            with open(sample) as f, open(fresh) as g:
+                self.assertEqual(g.read(), f.read(),
+                                 'etc/%s.conf.sample is out of date: run '
+                                 'tox -e genconfig' % name)
 
     def test_distribution_metadata(self):
         dist = importlib.metadata.distribution('nova-sched-ext')

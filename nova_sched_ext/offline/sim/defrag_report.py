@@ -107,12 +107,23 @@ class Report(object):
         return '\n'.join(lines)
 
 
+def planner_input(saved, factory=None):
+    """``(cloud, reference flavors)`` of a saved end state, to plan on.
+
+    The ``nova_sched_ext.defrag.saved_states`` entry point of the state
+    format: ``nova-sched-ext-defrag plan --state FILE`` plans with it.
+    """
+    sim_cloud.register_objects()
+    factory = factory or sim_cloud.RequestFactory()
+    return (defrag.cloud_of(saved, factory),
+            defrag.reference_flavors(slot_shapes(saved), factory))
+
+
 def measure(saved, budgets, watcher=True, progress=None):
     progress = progress or (lambda text: None)
     sim_cloud.register_objects()
     factory = sim_cloud.RequestFactory()
-    flavors = defrag.reference_flavors(slot_shapes(saved), factory)
-    cloud = defrag.cloud_of(saved, factory)
+    cloud, flavors = planner_input(saved, factory)
     planner_state = defrag.planner.Planner(cloud, flavors).state
     report = Report(saved['label'], saved.get('policy'),
                     len(saved['instances']), planner_state.total_slots())

@@ -75,7 +75,9 @@ def report():
         'engine_fallbacks': 2}
 
 
-class CommandTestCase(base.TestCase):
+class CommandTestCase(base.OneLineErrors, base.TestCase):
+
+    prog = PROG
 
     def setUp(self):
         super().setUp()
@@ -107,15 +109,6 @@ class CommandTestCase(base.TestCase):
 
     def main(self, *args):
         return self.cmd.main([PROG] + list(args))
-
-    def assertOneLineError(self, code, result, *words):
-        self.assertEqual(code, result)
-        lines = self.stderr.getvalue().splitlines()
-        self.assertEqual(1, len(lines), lines)
-        self.assertTrue(lines[0].startswith(PROG + ': error: '), lines)
-        for word in words:
-            self.assertIn(word, lines[0])
-        self.assertEqual('', self.stdout.getvalue())
 
 
 class TestArguments(CommandTestCase):

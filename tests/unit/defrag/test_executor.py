@@ -24,6 +24,7 @@ import tempfile
 import types
 
 from nova_sched_ext.defrag import executor
+from nova_sched_ext.defrag import model
 from nova_sched_ext.defrag import planner
 from nova_sched_ext.defrag import state as planning_state
 from nova_sched_ext.offline.sim import defrag
@@ -150,3 +151,64 @@ class TestExecutor(test_planner.PlannerTestCase):
             executor.PlanFileError, r'^move 2: no host nowhere \(its target\)',
             self.executor(compute).apply, plan['moves'])
         self.assertEqual([], compute.calls)
+
+
+class TestParallel(test_planner.PlannerTestCase):
+    """Batches of moves that share no host and no server group."""
+
+    def setUp(self):
+        super().setUp()
+        instances = {
+            name: model.Instance(uuid=name, host=host, flavor_name='f',
+                                 vcpus=1, memory_mb=512, resources={},
+                                 group=group)
+            for name, host, group in (('a', 'h1', None), ('b', 'h3', None),
+                                      ('c', 'h5', 'g'), ('d', 'h7', 'g'),
+                                      ('e', 'h2', None))}
+        self.cloud = model.Cloud(hosts={}, instances=instances)
+        self.moves = [{'instance': name, 'source': source, 'target': target}
+                      for name, source, target in (
+                          ('a', 'h1', 'h2'), ('b', 'h3', 'h4'),
+                          ('c', 'h5', 'h6'), ('d', 'h7', 'h8'),
+                          ('e', 'h2', 'h9'))]
+
+    def test_batches(self):
+        self.assertEqual([1, 2, 3], [n for n, _m in executor._batch(
+            self.moves, 0, 8, self.cloud)])
+        # d is in c's group: a batch of its own, then with e
+        self.assertEqual([4, 5], [n for n, _m in executor._batch(
+            self.moves, 3, 8, self.cloud)])
+        # e leaves the host a lands on
+        self.assertEqual([1], [n for n, _m in executor._batch(
+            [self.moves[0], self.moves[4]], 0, 8, self.cloud)])
+        self.assertEqual([1, 2], [n for n, _m in executor._batch(
+            self.moves, 0, 2, self.cloud)])
+
+    def test_a_batch_migrates_at_once_and_stops_after_a_failure(self):
+        events = []
+        where = {name: i.host for name, i in self.cloud.instances.items()}
+
+        class Compute(object):
+            def live_migrate_server(self, uuid, host=None,
+                                    block_migration=None):
+                events.append(('start', uuid))
+                if uuid == 'b':
+                    raise RuntimeError('refused')
+                where[uuid] = host
+
+            def get_server(self, uuid):
+                events.append(('poll', uuid))
+                return types.SimpleNamespace(status='ACTIVE', task_state=None,
+                                             compute_host=where[uuid])
+        runner = executor.Executor(Compute(), lambda: self.cloud,
+                                   sleep=lambda s: None)
+        runner.check_names = lambda moves, cloud: None
+        runner.why_not_now = lambda move, cloud: None
+        outcome = runner.apply(self.moves, parallel=3)
+        self.assertEqual([('start', 'a'), ('start', 'b'), ('start', 'c'),
+                          ('poll', 'a'), ('poll', 'c')], events)
+        self.assertEqual(2, outcome.stopped_at)
+        self.assertEqual([executor.DONE, executor.FAILED, executor.DONE],
+                         [s.status for s in outcome.steps])
+        self.assertRaises(model.PlanError, runner.apply, self.moves,
+                          parallel=0)
