@@ -18,7 +18,8 @@ and checks the move as the planner did (:mod:`.validity` and Nova's NUMA
 fit on the target); a move that no longer holds is skipped with its
 reason.  A move is the Compute API's live migration to the planned host
 (openstacksdk's ``live_migrate_server``); after it the server must be
-ACTIVE, with no task state, on the planned host.  The first failure stops
+ACTIVE, with no task state, on the planned host, and its migration record
+completed (Nova frees the source's room only then).  The first failure stops
 the run: every move before it stays in place, and the outcome says where
 it stopped.  A run can be resumed with the same plan: a move whose
 instance is already on its target counts as done.
@@ -38,6 +39,8 @@ LOG = logging.getLogger(__name__)
 
 DONE, ALREADY, SKIPPED, FAILED, WOULD = (
     'moved', 'already there', 'skipped', 'failed', 'would move')
+#: Migration record states of a live migration that did not complete.
+ENDED_BADLY = ('error', 'failed', 'cancelled')
 
 
 class PlanFileError(model.PlanError):
@@ -224,14 +227,44 @@ class Executor(object):
         if status == 'ERROR':
             return step(FAILED, 'the server went to ERROR')
         if status == 'ACTIVE' and not task_state:
-            if host == move['target']:
+            if host != move['target']:
+                return step(FAILED, 'the migration ended with the server '
+                            'on %s, not on %s' % (host, move['target']))
+            record = self._migration_status(move)
+            if record in (None, 'completed'):
                 return step(DONE)
-            return step(FAILED, 'the migration ended with the server '
-                        'on %s, not on %s' % (host, move['target']))
+            if record in ENDED_BADLY:
+                return step(FAILED, 'the server is on %s, but its migration '
+                            'ended %s' % (host, record))
         if late:
             return step(FAILED, 'the server is still %s (task %s) after '
                         '%d s' % (status, task_state, self.wait_timeout))
         return None
+
+    def _migration_status(self, move):
+        """The status of the move's live-migration record, None if unlisted.
+
+        The server is ACTIVE on its target before Nova is done at the
+        source: there, ``_post_live_migration`` frees the instance's NUMA
+        cells, marks the migration ``completed`` and only then deletes
+        the source's allocation.  Until then the room the move was for is
+        not free, so a move is done when its record is completed.
+        """
+        try:
+            records = [
+                m for m in self.compute.migrations(
+                    server_id=move['instance'],
+                    migration_type='live-migration')
+                if getattr(m, 'dest_compute', None) == move['target'] and
+                getattr(m, 'server_id', move['instance']) == move['instance']]
+        except Exception as exc:  # openstacksdk raises many kinds
+            LOG.warning('Defragmentation: cannot list the migrations of %s, '
+                        'counting the move done by the server alone: %s',
+                        move['instance'], _one_line(exc))
+            return None
+        if not records:
+            return None
+        return max(records, key=lambda m: m.id or 0).status
 
 
 def _step(number, move, status, reason=''):

@@ -80,6 +80,8 @@ class DefragTest(base.NUMAFitTestBase):
             '_live_migration_cleanup_flags',
             lambda *args, **kwargs: (True, True)))
         self.failing_migrations = set()
+        #: the migration records apply read through openstacksdk
+        self.records_read = []
         self.migrations = []
         self.prechecks = 0
         check = compute_manager.ComputeManager.\
@@ -154,8 +156,16 @@ class DefragTest(base.NUMAFitTestBase):
         stdout = io.StringIO()
         args = self.cmd.build_parser().parse_args(
             ['apply', path, '--config-file', 'nova.conf'] + list(options))
+        compute = self.sdk_compute()
+        list_migrations = compute.migrations
+
+        def migrations(**query):
+            found = list(list_migrations(**query))
+            self.records_read.extend(found)
+            return found
+        compute.migrations = migrations
         code = self.cmd.run_apply(args, stdout, context=self.ctxt,
-                                  compute=self.sdk_compute())
+                                  compute=compute)
         return code, stdout.getvalue().splitlines()
 
     def boot_large(self):
@@ -201,6 +211,17 @@ class DefragTest(base.NUMAFitTestBase):
         self.assertTrue(lines[0].endswith(': moved'), lines)
         self.assertEqual('2 move(s): 2 moved.', lines[2])
         self.assertEqual({target.pop(): 4}, self.where())
+        # a move is done once Nova is done at its source too: placement
+        # holds nothing there any more, and the migrations are completed
+        self.assertNotIn(list(source)[0], self.host_usage())
+        records = {m['instance_uuid']: m['status']
+                   for m in self.api.get_migrations()}
+        self.assertEqual({m['instance']: 'completed'
+                          for m in document['moves']}, records)
+        # and apply waited for them
+        self.assertEqual({m['instance'] for m in document['moves']},
+                         {r.server_id for r in self.records_read
+                          if r.status == 'completed'})
 
         result, server = self.boot_large()
         self.assertEqual('ACTIVE', server['status'], result.fault)

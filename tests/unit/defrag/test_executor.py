@@ -59,6 +59,10 @@ class FakeCompute(object):
         return types.SimpleNamespace(status='ACTIVE', task_state=None,
                                      compute_host=self._entry(uuid)['host'])
 
+    def migrations(self, **query):
+        # a cloud whose API lists no migration record: the server decides
+        return []
+
 
 class TestExecutor(test_planner.PlannerTestCase):
 
@@ -200,6 +204,9 @@ class TestParallel(test_planner.PlannerTestCase):
                 events.append(('poll', uuid))
                 return types.SimpleNamespace(status='ACTIVE', task_state=None,
                                              compute_host=where[uuid])
+
+            def migrations(self, **query):
+                return []
         runner = executor.Executor(Compute(), lambda: self.cloud,
                                    sleep=lambda s: None)
         runner.check_names = lambda moves, cloud: None
@@ -212,3 +219,55 @@ class TestParallel(test_planner.PlannerTestCase):
                          [s.status for s in outcome.steps])
         self.assertRaises(model.PlanError, runner.apply, self.moves,
                           parallel=0)
+
+
+class TestMigrationRecord(test_planner.PlannerTestCase):
+    """A move is done once Nova's migration record is completed."""
+
+    def run_move(self, statuses):
+        """Apply one move while the record goes through ``statuses``."""
+        cloud = model.Cloud(hosts={}, instances={'a': model.Instance(
+            uuid='a', host='h1', flavor_name='f', vcpus=1, memory_mb=512,
+            resources={})})
+        seen = list(statuses)
+        queries = []
+
+        class Compute(object):
+            def live_migrate_server(self, uuid, host=None,
+                                    block_migration=None):
+                pass
+
+            def get_server(self, uuid):
+                return types.SimpleNamespace(status='ACTIVE', task_state=None,
+                                             compute_host='h2')
+
+            def migrations(self, **query):
+                queries.append(query)
+                status = seen.pop(0) if len(seen) > 1 else seen[0]
+                return [types.SimpleNamespace(id=1, status='completed',
+                                              dest_compute='h9',
+                                              server_id='a'),
+                        types.SimpleNamespace(id=2, status=status,
+                                              dest_compute='h2',
+                                              server_id='a')]
+        runner = executor.Executor(Compute(), lambda: cloud,
+                                   sleep=lambda s: None)
+        runner.check_names = lambda moves, cloud: None
+        runner.why_not_now = lambda move, cloud: None
+        outcome = runner.apply([{'instance': 'a', 'source': 'h1',
+                                 'target': 'h2'}])
+        return outcome.steps[0], queries
+
+    def test_waits_for_the_source_to_finish(self):
+        step, queries = self.run_move(['running', 'post-migrating',
+                                       'completed'])
+        self.assertEqual(executor.DONE, step.status)
+        self.assertEqual(3, len(queries))
+        self.assertEqual({'server_id': 'a',
+                          'migration_type': 'live-migration'}, queries[0])
+
+    def test_a_record_that_ended_badly_fails_the_move(self):
+        step, _queries = self.run_move(['error'])
+        self.assertEqual(executor.FAILED, step.status)
+        self.assertEqual('the server is on h2, but its migration ended error',
+                         step.reason)
