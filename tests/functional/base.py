@@ -19,6 +19,8 @@ adds the assertions the tests share.
 
 import itertools
 
+from nova_sched_ext import host_state
+from nova_sched_ext import manager
 from nova_sched_ext.offline.harness import cloud
 
 NUMA_FIT_FILTER = cloud.NUMA_FIT_FILTER
@@ -56,6 +58,51 @@ class NUMAFitTestBase(cloud.NUMACloudTestBase):
         host_manager = self.scheduler.manager.host_manager
         self.assertNotIn(
             name, [type(f).__name__ for f in host_manager.enabled_filters])
+
+
+class KeptHostStateMixin(object):
+    """Run a test class's tests with ``[nova_sched_ext] keep_host_state``.
+
+    Put it first in the bases of a subclass of a functional test class.
+    The kept state lives in the package's scheduler manager, so a test
+    that starts stock Nova's ``SchedulerManager`` gets the package's one
+    instead; every test checks that the scheduler serving it keeps its
+    host state, so the variant cannot silently test Nova's manager.
+    """
+
+    #: the names of the inherited tests the variant runs (None: all), so
+    #: that the variants of slow classes stay cheap
+    KEPT_TESTS = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.KEPT_TESTS is None:
+            return
+        names = {name for name in dir(cls) if name.startswith('test')}
+        unknown = set(cls.KEPT_TESTS) - names
+        if unknown:
+            # A misspelt name would leave a variant that tests nothing.
+            raise TypeError('%s.KEPT_TESTS names no test of the class: %s'
+                            % (cls.__name__, ', '.join(sorted(unknown))))
+        for name in names - set(cls.KEPT_TESTS):
+            # Not callable: unittest's loader does not collect it.
+            setattr(cls, name, None)
+
+    def setUp(self):
+        # Before the base's set-up: it starts the first scheduler.
+        self.flags(keep_host_state=True, group='nova_sched_ext')
+        super().setUp()
+        self.addCleanup(self.assertKeptHostState)
+        self.assertKeptHostState()
+
+    def start_service(self, name, *args, **kwargs):
+        if name == 'scheduler' and 'manager' not in kwargs:
+            kwargs['manager'] = manager.CLASS_PATH
+        return super().start_service(name, *args, **kwargs)
+
+    def assertKeptHostState(self):
+        self.assertIsInstance(self.scheduler.manager.host_manager,
+                              host_state.KeptHostManager)
 
 
 def serve_in_turn(endpoint, managers):
