@@ -423,14 +423,14 @@ class ParallelBootsWithoutLockTest(ParallelBootsTest):
         self.assertGreater(self.overlapping(self.reads), 0, self.reads)
 
 
-class KeptHostStateStrategiesTest(base.KeptHostStateMixin,
-                                  DeploymentSetStrategiesTest):
-    """The strategies with the host state kept between requests."""
+class ReloadedHostStateStrategiesTest(base.ReloadedHostStateMixin,
+                                      DeploymentSetStrategiesTest):
+    """The strategies with the host state built as Nova does."""
 
-    KEPT_TESTS = ('test_domain_strategy',
-                  'test_multi_create_larger_than_the_domains_fails_whole')
+    VARIANT_TESTS = ('test_domain_strategy',
+                     'test_multi_create_larger_than_the_domains_fails_whole')
 
 
-class KeptHostStateParallelBootsTest(base.KeptHostStateMixin,
-                                     ParallelBootsTest):
-    """Concurrent requests, each with host states of its own."""
+class ReloadedHostStateParallelBootsTest(base.ReloadedHostStateMixin,
+                                         ParallelBootsTest):
+    """Concurrent requests, the host state built as Nova does."""
