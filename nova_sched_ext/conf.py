@@ -234,7 +234,7 @@ request_wrapper_opts = [
 host_state_opts = [
     cfg.BoolOpt(
         'keep_host_state',
-        default=False,
+        default=True,
         help='Whether nova-sched-ext-scheduler keeps the state it built '
              'from each compute node between scheduling requests. Nova '
              'reads every candidate compute node and every nova-compute '
@@ -247,8 +247,8 @@ host_state_opts = [
              'changed. Each request still gets HostState objects of its '
              'own, equal field by field to those Nova would build, so the '
              'filters, weighers and claims of concurrent requests never '
-             'see each other. False builds them as Nova does. Read at '
-             'service start.'),
+             'see each other. False builds them as Nova does, from scratch '
+             'on every request. Read at service start.'),
     cfg.IntOpt(
         'host_state_full_refresh_interval',
         default=600, min=0,

@@ -19,6 +19,8 @@ adds the assertions the tests share.
 
 import itertools
 
+from nova_sched_ext import host_state
+from nova_sched_ext import manager
 from nova_sched_ext.offline.harness import cloud
 
 NUMA_FIT_FILTER = cloud.NUMA_FIT_FILTER
@@ -56,6 +58,77 @@ class NUMAFitTestBase(cloud.NUMACloudTestBase):
         host_manager = self.scheduler.manager.host_manager
         self.assertNotIn(
             name, [type(f).__name__ for f in host_manager.enabled_filters])
+
+
+class HostStateVariantMixin(object):
+    """Run a test class's tests with the host state kept or reloaded.
+
+    ``[nova_sched_ext] keep_host_state`` is :attr:`KEEP_HOST_STATE`. Put
+    a subclass of it first in the bases of a subclass of a functional test
+    class. The option belongs to the package's scheduler manager, so
+    a test that starts stock Nova's ``SchedulerManager`` gets the package's
+    one instead; every test checks that the scheduler serving it builds its
+    host state the way the variant says, so a variant cannot silently test
+    the other way (or Nova's manager).
+    """
+
+    #: the value of ``[nova_sched_ext] keep_host_state`` the variant runs
+    KEEP_HOST_STATE = None
+    #: the names of the inherited tests the variant runs (None: all), so
+    #: that the variants of slow classes stay cheap
+    VARIANT_TESTS = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.VARIANT_TESTS is None:
+            return
+        names = {name for name in dir(cls) if name.startswith('test')}
+        unknown = set(cls.VARIANT_TESTS) - names
+        if unknown:
+            # A misspelt name would leave a variant that tests nothing.
+            raise TypeError('%s.VARIANT_TESTS names no test of the class: %s'
+                            % (cls.__name__, ', '.join(sorted(unknown))))
+        for name in names - set(cls.VARIANT_TESTS):
+            # Not callable: unittest's loader does not collect it.
+            setattr(cls, name, None)
+
+    def setUp(self):
+        # Before the base's set-up: it starts the first scheduler.
+        self.flags(keep_host_state=self.KEEP_HOST_STATE,
+                   group='nova_sched_ext')
+        super().setUp()
+        self.addCleanup(self.assertHostStateVariant)
+        self.assertHostStateVariant()
+
+    def start_service(self, name, *args, **kwargs):
+        if name == 'scheduler' and 'manager' not in kwargs:
+            kwargs['manager'] = manager.CLASS_PATH
+        return super().start_service(name, *args, **kwargs)
+
+    def assertHostStateVariant(self):
+        scheduler = self.scheduler.manager
+        self.assertIsInstance(scheduler, manager.SchedulerManager)
+        self.assertEqual(
+            self.KEEP_HOST_STATE,
+            isinstance(scheduler.host_manager, host_state.KeptHostManager),
+            'the scheduler\'s host manager is %s'
+            % type(scheduler.host_manager).__name__)
+
+
+class KeptHostStateMixin(HostStateVariantMixin):
+    """The package's scheduler keeps its host state between requests.
+
+    The default, but the tests that start stock Nova's manager run the
+    package's one with it.
+    """
+
+    KEEP_HOST_STATE = True
+
+
+class ReloadedHostStateMixin(HostStateVariantMixin):
+    """The package's scheduler builds its host state as Nova does."""
+
+    KEEP_HOST_STATE = False
 
 
 def serve_in_turn(endpoint, managers):

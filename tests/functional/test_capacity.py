@@ -401,3 +401,10 @@ class TraitsAndScopesCapacityTest(CapacityTestBase):
         self.assertIn('zone-gold', table)
         self.assertIn('sc-cli', table)
         self.assertIn('Placement only', table)
+
+
+class KeptHostStateMixedHostsCapacityTest(base.KeptHostStateMixin,
+                                          MixedHostsCapacityTest):
+    """Booting until NoValidHost on kept host state: exactly the count."""
+
+    VARIANT_TESTS = ('test_pinned_cpus', 'test_two_cell_flavor')

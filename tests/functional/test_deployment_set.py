@@ -421,3 +421,16 @@ class ParallelBootsWithoutLockTest(ParallelBootsTest):
         servers = self.boot_in_parallel(group)
         self.assertEqual(self.PARALLEL, len(servers))
         self.assertGreater(self.overlapping(self.reads), 0, self.reads)
+
+
+class ReloadedHostStateStrategiesTest(base.ReloadedHostStateMixin,
+                                      DeploymentSetStrategiesTest):
+    """The strategies with the host state built as Nova does."""
+
+    VARIANT_TESTS = ('test_domain_strategy',
+                     'test_multi_create_larger_than_the_domains_fails_whole')
+
+
+class ReloadedHostStateParallelBootsTest(base.ReloadedHostStateMixin,
+                                         ParallelBootsTest):
+    """Concurrent requests, the host state built as Nova does."""

@@ -179,3 +179,8 @@ class ComparisonSelfTest(base.NUMAFitTestBase):
         self.assertTrue(any(wrong_host in p for p in problems), problems)
         self.assertRaises(AssertionError, self.assertSameScheduling,
                           reference, results)
+
+
+class KeptHostStateDecidesTest(base.KeptHostStateMixin,
+                               NUMAFitFilterDecidesTest):
+    """NUMAFitFilter's decisions with the host state kept."""

@@ -174,3 +174,8 @@ class NUMASlotWeigherDisabledTest(NUMASlotWeigherTestBase):
         self.assertBootsAsExpected(SCENARIO.boots, run.results,
                                    reference=True)
         self.assertSpread(run)
+
+
+class KeptHostStateKeepsRoomTest(base.KeptHostStateMixin,
+                                 NUMASlotWeigherKeepsRoomTest):
+    """The weigher's slots found again on the kept hosts' request copies."""

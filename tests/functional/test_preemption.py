@@ -624,3 +624,21 @@ class FastNUMAFilterPreemptionTest(PreemptionTestBase):
 
     test_on_demand_boot_evicts_the_minimal_victims = (
         PreemptionTest.test_on_demand_boot_evicts_the_minimal_victims)
+
+
+class ReloadedHostStatePreemptionTest(base.ReloadedHostStateMixin,
+                                      PreemptionTest):
+    """The evictions with the host state built as Nova does."""
+
+    VARIANT_TESTS = ('test_multi_create_served_by_eviction',
+                     'test_multi_create_not_fully_served_evicts_nothing',
+                     'test_on_demand_boot_evicts_the_minimal_victims',
+                     'test_compute_api_failing_mid_eviction_loses_nothing',
+                     'test_a_victim_no_longer_preemptible_is_not_evicted')
+
+
+class ReloadedHostStateReservationRaceTest(base.ReloadedHostStateMixin,
+                                           ReservationRaceTest):
+    """Concurrent evictions, the host state built as Nova does."""
+
+    VARIANT_TESTS = ('test_concurrent_on_demand_boots_share_no_victim',)
