@@ -28,7 +28,8 @@ placements of every scheduler in the last minutes that the cells do not
 show yet (the conductor creates the instances after the scheduler
 answers): each scheduler records its placements on the coordination
 backend (:mod:`nova_sched_ext.coordination`) for :data:`PENDING_TTL`
-seconds.
+seconds.  A record is dropped as soon as the cells show its instance on a
+host, or show it deleted (its owner deleted it before it was counted).
 
 Exact across schedulers: the count, Nova's choice and claim of the hosts,
 the check and the record of the placements happen under a lock per
@@ -217,12 +218,19 @@ class PreemptibleCaps(wrappers.RequestWrapper):
         instances = census.preemptible_instances(context)
         counts = census.count_by_host(instances)
         known = {instance.uuid for instance in instances}
+        pending = {}
         for uuid, record, holder in self.backend.items(PENDING_KIND):
             if uuid in known or holder is None:
                 # Shown by the cells now, or too old: the cells know.
                 self.backend.delete(PENDING_KIND, uuid, owned=False)
             else:
-                counts[record['host']] += 1
+                pending[uuid] = record['host']
+        # An instance its owner deleted before any count saw it in a cell
+        # would hold its place until the record ran out.
+        for uuid in census.deleted_instance_uuids(context, pending):
+            self.backend.delete(PENDING_KIND, uuid, owned=False)
+            del pending[uuid]
+        counts.update(pending.values())
         return counts
 
     @staticmethod

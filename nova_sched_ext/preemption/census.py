@@ -86,6 +86,34 @@ def preemptible_instances(context, hosts=None, flavor_ids=None):
             extra_specs.is_preemptible(instance.flavor)]
 
 
+def deleted_instance_uuids(context, uuids):
+    """Those of ``uuids`` that some cell shows as deleted.
+
+    A deleted instance never comes back, so whatever still counts it (a
+    placement recorded before the cells showed it) may be dropped.  An
+    instance a cell does not show at all is *not* returned: the conductor
+    may not have created it yet.
+
+    :raises CellUnavailable: a cell does not answer
+    """
+    if not uuids:
+        return set()
+    filters = {'uuid': sorted(uuids), 'deleted': True}
+
+    def query(cell_context):
+        cell_context = cell_context.elevated(read_deleted='only')
+        return objects.InstanceList.get_by_filters(
+            cell_context, filters, expected_attrs=[])
+
+    deleted = set()
+    results = nova_context.scatter_gather_skip_cell0(context, query)
+    for cell_uuid, result in results.items():
+        if nova_context.is_cell_failure_sentinel(result):
+            raise CellUnavailable(cell_uuid)
+        deleted.update(instance.uuid for instance in result)
+    return deleted
+
+
 def is_going(instance):
     """Being deleted or shelved already: neither a victim nor counted."""
     return instance.task_state in (task_states.DELETING,

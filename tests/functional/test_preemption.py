@@ -419,6 +419,17 @@ class CapsTest(PreemptionTestBase):
         self.assertTrue(results[0].no_valid_host, results[0].fault)
         self.assertPlacementMatchesServers()
 
+    def test_a_server_deleted_at_once_frees_its_place_under_the_cap(self):
+        # Deleted before any count saw it in its cell, its placement
+        # record must not keep counting until it runs out (10 minutes).
+        self.flags(preemptible_max_per_az=1, group='nova_sched_ext')
+        results, servers = self.boot('pre-first', PRE_SHARED)
+        self.assertIsNotNone(results[0].host, results[0].fault)
+        self.delete_servers(servers)
+        results, _ = self.boot('pre-second', PRE_SHARED)
+        self.assertIsNotNone(results[0].host, results[0].fault)
+        self.assertPlacementMatchesServers()
+
     def test_multi_create_beyond_the_cap_fails_whole(self):
         self.flags(preemptible_max_per_az=2, group='nova_sched_ext')
         results, _ = self.boot('pre', PRE_SHARED, count=3)

@@ -56,6 +56,10 @@ class TestPreemptibleCaps(test.NoDBTestCase):
             side_effect=lambda ctx: dict(self.zones)))
         self.useFixture(fixtures.MockPatchObject(
             census, 'needs_new_room', return_value=True))
+        self.deleted = set()
+        self.useFixture(fixtures.MockPatchObject(
+            census, 'deleted_instance_uuids',
+            side_effect=lambda ctx, pending: self.deleted & set(pending)))
         self.useFixture(fixtures.MockPatchObject(
             objects.HostMappingList, 'get_all',
             return_value=[mock.Mock(host=h) for h in ('a1', 'a2', 'b1',
@@ -135,6 +139,25 @@ class TestPreemptibleCaps(test.NoDBTestCase):
         self.instances = [instance('a1', uuids.first)]
         self.assertRaises(exception.NoValidHost, self.call,
                           chosen=('a1',), uuids_=[uuids.third])
+
+    def test_a_placement_deleted_before_it_was_counted_counts_no_more(self):
+        self.flags(preemptible_max_per_host=1, group='nova_sched_ext')
+        self.call(chosen=('a1',), uuids_=[uuids.first])
+        # Its owner deleted it before any count saw it in a cell.
+        self.deleted = {uuids.first}
+        self.call(chosen=('a1',), uuids_=[uuids.second])
+        self.assertEqual([None, None], self.seen_ignore)
+        pending = [uuid for uuid, _, _ in
+                   self.caps.backend.items(caps.PENDING_KIND)]
+        self.assertEqual([uuids.second], pending)
+
+    def test_a_cell_that_cannot_say_what_was_deleted_refuses(self):
+        self.flags(preemptible_max_per_host=1, group='nova_sched_ext')
+        self.call(chosen=('a1',), uuids_=[uuids.first])
+        census.deleted_instance_uuids.side_effect = (
+            census.CellUnavailable(uuids.cell1))
+        self.assertRaises(exception.NoValidHost, self.call,
+                          chosen=('a2',), uuids_=[uuids.second])
 
     def test_pending_placements_expire(self):
         self.flags(preemptible_max_per_host=1, group='nova_sched_ext')

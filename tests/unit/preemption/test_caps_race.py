@@ -119,6 +119,9 @@ class TestSchedulersRaceTheCaps(test.NoDBTestCase):
             side_effect=lambda ctx: dict(ZONES)))
         self.useFixture(fixtures.MockPatchObject(
             census, 'needs_new_room', return_value=True))
+        # Nobody deletes an instance in this cloud.
+        self.useFixture(fixtures.MockPatchObject(
+            census, 'deleted_instance_uuids', return_value=set()))
         self.useFixture(fixtures.MockPatchObject(
             objects.HostMappingList, 'get_all',
             return_value=[mock.Mock(host=h) for h in ZONES]))

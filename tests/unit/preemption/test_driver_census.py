@@ -145,3 +145,43 @@ class TestNeedsNewRoom(test.NoDBTestCase):
         self.assertFalse(self.needs())
         self.assertFalse(census.needs_new_room(self.context, self.spec_obj,
                                                []))
+
+
+class TestDeletedInstances(test.TestCase):
+    """Which pending placements the cells show deleted (real cell DBs)."""
+
+    def setUp(self):
+        super().setUp()
+        self.context = nova_context.get_admin_context()
+        self.cell = self.cell_mappings[test.CELL1_NAME]
+
+    def create(self, uuid):
+        with nova_context.target_cell(self.context, self.cell) as cctxt:
+            instance = objects.Instance(context=cctxt, uuid=uuid,
+                                        project_id='p', user_id='u')
+            instance.create()
+        return instance
+
+    def test_only_deleted_instances_are_returned(self):
+        gone = self.create(uuids.gone)
+        self.create(uuids.alive)
+        with nova_context.target_cell(self.context, self.cell) as cctxt:
+            gone._context = cctxt
+            gone.destroy()
+        self.assertEqual({uuids.gone}, census.deleted_instance_uuids(
+            self.context, [uuids.gone, uuids.alive, uuids.not_yet_created]))
+
+    def test_nothing_pending_asks_no_cell(self):
+        with mock.patch.object(nova_context,
+                               'scatter_gather_skip_cell0') as scatter:
+            self.assertEqual(set(), census.deleted_instance_uuids(
+                self.context, []))
+        scatter.assert_not_called()
+
+    def test_a_cell_that_does_not_answer_is_an_error(self):
+        no_answer = {uuids.cell1: nova_context.did_not_respond_sentinel}
+        with mock.patch.object(nova_context, 'scatter_gather_skip_cell0',
+                               return_value=no_answer):
+            self.assertRaises(census.CellUnavailable,
+                              census.deleted_instance_uuids, self.context,
+                              [uuids.x])
