@@ -19,11 +19,15 @@ lookahead over several moves; moving one small instance off a host alone
 rarely recovers a slot, moving the last three off a NUMA cell does).  For
 every host and every NUMA cell of it, the units are the smallest
 instances touching the cell, one more at a time, wherever one more adds
-slots at the source (up to the whole cell), and the whole host.  Their
+slots at the source (up to the whole cell), the whole host, and every
+instance alone (one that is not among the smallest of its cell may block a
+large slot by itself; without these units the search missed most of the
+single moves that recover a slot of every reference flavor).  Their
 gain at the source is counted exactly and cheaply (the fit engine's model
 of the host without them).
 
-Units are taken best first by slots recovered per GiB of RAM moved (lazy
+Units are taken best first by slots recovered per share of the budget
+they spend (:meth:`Planner._ratio`; lazy
 greedy on an upper bound: a unit's source gain only shrinks once its
 instances land somewhere and cost slots there): the best unit is tried,
 its instances, largest first, each moved to the valid target where it
@@ -291,8 +295,12 @@ class Planner(object):
             if touching:
                 chains.append([tuple(touching[:n])
                                for n in range(1, len(touching) + 1)])
+        everyone = [i.uuid for i in instances]
         if 1 < len(instances) <= MAX_HOST_UNIT:
-            chains.append([tuple(i.uuid for i in instances)])
+            chains.append([tuple(everyone)])
+        # Every instance alone too (the greedy baseline's units): one that
+        # is not among the smallest of its cell may free a slot by itself.
+        chains.extend([(uuid,)] for uuid in everyone)
         return chains
 
     def _units_of(self, names, movable):

@@ -198,6 +198,49 @@ class TestDrain(PlannerTestCase):
                               result.left_alone[entry['uuid']])
 
 
+def blocked_by_its_largest():
+    """A cell whose larger instance alone blocks a 7c14g slot.
+
+    h1's cells are 8 vCPUs/16 GB; one holds an 8c16g instance that no
+    other host can take, the other a 1c2g and a 4c8g one.  Moving the
+    4c8g one to h2 (6 vCPUs/12 GB, too small for the slot, so it loses
+    none) frees 7c14g on its cell; the 1c2g one is the smallest instance
+    of the cell, so the cell's own units all begin with it.
+    """
+    hosts = [base.host('h1', '0', (8, 16), (8, 16)),
+             base.host('h2', '1', (6, 12))]
+    requests = [base.request(0, 8, 16), base.request(1, 1, 2),
+                base.request(2, 4, 8)]
+    return hosts, requests
+
+
+class TestSingleBlocker(PlannerTestCase):
+
+    BLOCKING = trace.Flavor(7, 14 * GB, 1)
+
+    def test_one_move_as_greedy_finds_it(self):
+        saved = self.saved(*blocked_by_its_largest())
+        self.assertEqual(['h1'] * 3,
+                         [e['host'] for e in sorted(
+                             saved['instances'],
+                             key=lambda e: e['flavor']['memory_mb'])])
+        budget = model.Budget(max_moves=1)
+        greedy, _refs = self.plan(saved, (self.BLOCKING,), budget=budget,
+                                  search='greedy')
+        result, _refs = self.plan(saved, (self.BLOCKING,), budget=budget)
+        self.assertEqual({self.BLOCKING.name: 1}, greedy.slots_recovered)
+        self.assertEqual({self.BLOCKING.name: 1}, result.slots_recovered)
+        self.assertEqual([('h1', 'h2', 4)],
+                         [(m.source, m.target, m.cells[0]['vcpus'])
+                          for m in result.moves])
+
+    def test_one_move_rather_than_two(self):
+        saved = self.saved(*blocked_by_its_largest())
+        result, _refs = self.plan(saved, (self.BLOCKING,))
+        self.assertEqual({self.BLOCKING.name: 1}, result.slots_recovered)
+        self.assertEqual(1, len(result.moves))
+
+
 class TestRandomized(PlannerTestCase):
     """Random clouds and budgets.
 
