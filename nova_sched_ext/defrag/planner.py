@@ -45,6 +45,7 @@ answers for every host in one call, Nova's ``numa_fit_instance_to_host``
 decides the cells of the chosen one, and the plan records Nova's cells).
 """
 
+import collections
 import dataclasses
 import heapq
 import itertools
@@ -504,8 +505,8 @@ class Planner(object):
             return unit.gain / max(spent, 1e-9)
         return ratio
 
-    def plan(self):
-        started = time.monotonic()
+    def _movable(self):
+        """``(instances in scope, {uuid: why it stays}, {host: [uuid]})``."""
         state = self.state
         in_scope = set(self.scope_hosts)
         instances = [i for i in state.cloud.instances.values()
@@ -521,6 +522,56 @@ class Planner(object):
                 left_alone[instance.uuid] = reason
             else:
                 movable.setdefault(instance.host, []).append(instance.uuid)
+        return instances, left_alone, movable
+
+    def move_bound(self, moves):
+        """The most slots a plan of at most ``moves`` moves can recover.
+
+        A yardstick, not a plan: counted at the sources alone.  Slots only
+        grow as instances leave a host and only shrink as they arrive, so
+        a host a plan moves ``k`` instances off gains at most its best
+        single departure (``k == 1``) or the departure of all its movable
+        instances (``k >= 2``), and its targets lose slots or nothing.
+        The most of these gains that ``moves`` moves can buy (a knapsack
+        over hosts, the whole host priced at two moves, the least it may
+        cost) bounds every plan of the budget, this planner's and any
+        other's.  Unlike the offline repack, it moves only what a plan may
+        move.
+        """
+        state = self.state
+        _instances, _left, movable = self._movable()
+        entries, where = [], []
+        for name, uuids in sorted(movable.items()):
+            view = state.views[name]
+            sets = [(u,) for u in uuids]
+            if len(uuids) > 1:
+                sets.append(tuple(uuids))
+            for uuids_gone in sets:
+                topology, prepared, usages = state.without(view, uuids_gone)
+                entries.append((view.host, topology or _nova_without(
+                    state, view, uuids_gone), prepared, usages))
+                where.append((name, len(uuids_gone)))
+        single, whole = collections.Counter(), {}
+        for (name, gone), slots in zip(where, state.count(entries)):
+            gain = _worth(slots) - _worth(state.views[name].slots)
+            if gone == 1:
+                single[name] = max(single[name], gain)
+            else:
+                whole[name] = gain
+        best = [0] * (moves + 1)
+        for name in movable:
+            one, more = single[name], whole.get(name, 0)
+            for spent in range(moves, 0, -1):
+                if one > 0:
+                    best[spent] = max(best[spent], best[spent - 1] + one)
+                if spent >= 2 and more > one:
+                    best[spent] = max(best[spent], best[spent - 2] + more)
+        return best[moves]
+
+    def plan(self):
+        started = time.monotonic()
+        state = self.state
+        instances, left_alone, movable = self._movable()
         slots_before = state.total_slots()
         moves_left = self.budget.moves_allowed(len(instances))
         ram_left = self.budget.max_ram_mb

@@ -96,6 +96,15 @@ class TestDrain(PlannerTestCase):
             self.assertEqual(1, len(move.cells))
             self.assertEqual(4, move.cells[0]['vcpus'])
 
+    def test_move_bound(self):
+        saved = self.saved(*fragmented())
+        references = defrag.reference_flavors([LARGE])
+        bound = planner.Planner(defrag.cloud_of(saved), references)
+        # no single move frees a host; two free one, four would free both
+        # at the sources (the targets would then be full)
+        self.assertEqual([0, 0, 1, 1, 2],
+                         [bound.move_bound(n) for n in range(5)])
+
     def test_greedy_finds_nothing_where_draining_does(self):
         saved = self.saved(*fragmented())
         result, _refs = self.plan(saved, search='greedy')
@@ -284,9 +293,16 @@ class TestRandomized(PlannerTestCase):
             greedy, _refs = self.plan(saved, flavors, budget=budget,
                                       search='greedy')
             plans += 1
+            total = sum(result.slots_recovered.values())
+            # no plan of as many moves recovers more (before recount,
+            # which moves the saved instances)
+            bound = planner.Planner(defrag.cloud_of(saved), refs)
+            for other in (result, greedy):
+                self.assertLessEqual(
+                    sum(other.slots_recovered.values()),
+                    bound.move_bound(len(other.moves)))
             self.assertEqual(result.slots_after,
                              self.recount(saved, refs, result))
-            total = sum(result.slots_recovered.values())
             self.assertEqual(total, sum(sum(m.slots_recovered.values())
                                         for m in result.moves))
             self.assertGreaterEqual(total, 0)
