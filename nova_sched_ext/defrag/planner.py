@@ -530,42 +530,42 @@ class Planner(object):
         A yardstick, not a plan: counted at the sources alone.  Slots only
         grow as instances leave a host and only shrink as they arrive, so
         a host a plan moves ``k`` instances off gains at most its best
-        single departure (``k == 1``) or the departure of all its movable
-        instances (``k >= 2``), and its targets lose slots or nothing.
-        The most of these gains that ``moves`` moves can buy (a knapsack
-        over hosts, the whole host priced at two moves, the least it may
-        cost) bounds every plan of the budget, this planner's and any
-        other's.  Unlike the offline repack, it moves only what a plan may
-        move.
+        single departure (``k == 1``), its best pair's (``k == 2``) or the
+        departure of all its movable instances (``k >= 3``), and its
+        targets lose slots or nothing.  The most of these gains that
+        ``moves`` moves can buy (a knapsack over hosts, the whole host
+        priced at three moves, the least it may cost) bounds every plan of
+        the budget, this planner's and any other's.  Unlike the offline
+        repack, it moves only what a plan may move.
         """
         state = self.state
         _instances, _left, movable = self._movable()
         entries, where = [], []
         for name, uuids in sorted(movable.items()):
             view = state.views[name]
-            sets = [(u,) for u in uuids]
-            if len(uuids) > 1:
+            sets = [(u,) for u in uuids] + list(
+                itertools.combinations(uuids, 2))
+            if len(uuids) > 2:
                 sets.append(tuple(uuids))
-            for uuids_gone in sets:
-                topology, prepared, usages = state.without(view, uuids_gone)
+            for gone in sets:
+                topology, prepared, usages = state.without(view, gone)
                 entries.append((view.host, topology or _nova_without(
-                    state, view, uuids_gone), prepared, usages))
-                where.append((name, len(uuids_gone)))
-        single, whole = collections.Counter(), {}
-        for (name, gone), slots in zip(where, state.count(entries)):
+                    state, view, gone), prepared, usages))
+                where.append((name, min(len(gone), 3)))
+        # gains[name][k]: the most k departures (3: all) recover there
+        gains = collections.defaultdict(lambda: [0, 0, 0, 0])
+        for (name, cost), slots in zip(where, state.count(entries)):
             gain = _worth(slots) - _worth(state.views[name].slots)
-            if gone == 1:
-                single[name] = max(single[name], gain)
-            else:
-                whole[name] = gain
+            gains[name][cost] = max(gains[name][cost], gain)
         best = [0] * (moves + 1)
-        for name in movable:
-            one, more = single[name], whole.get(name, 0)
+        for name in sorted(gains):
+            options = [(cost, gain) for cost, gain in
+                       enumerate(gains[name]) if cost and gain > 0]
             for spent in range(moves, 0, -1):
-                if one > 0:
-                    best[spent] = max(best[spent], best[spent - 1] + one)
-                if spent >= 2 and more > one:
-                    best[spent] = max(best[spent], best[spent - 2] + more)
+                for cost, gain in options:
+                    if cost <= spent:
+                        best[spent] = max(best[spent],
+                                          best[spent - cost] + gain)
         return best[moves]
 
     def plan(self):
