@@ -37,7 +37,9 @@ compared with the next unit's bound, and the unit is kept if it still
 leads, else put back with its true figure.  Hosts that received
 instances are not drained later and drained hosts receive nothing, so no
 instance moves twice.  ``search='greedy'`` restricts units to single
-instances: the greedy baseline the tests compare with.
+instances: the greedy baseline the tests compare with.  The drain search
+runs that baseline too and keeps its plan where it recovers more (rare:
+its units took hosts that then refused the single moves greedy makes).
 
 Every move is valid where it is applied, in order
 (:func:`~.validity.why_not_target` and the NUMA fit: the fit engine
@@ -249,6 +251,8 @@ class Planner(object):
         self.scope = scope or model.Scope()
         self.never_move = never_move or model.NeverMove()
         self.search = search
+        #: the units and ranking of the search now running
+        self._mode = search
         self.targets_examined = targets_examined
         self.scope_hosts = sorted(name for name, host in cloud.hosts.items()
                                   if self.scope.contains(host))
@@ -285,7 +289,7 @@ class Planner(object):
         view = state.views[name]
         instances = [state.cloud.instances[u] for u in movable]
         instances.sort(key=lambda i: (i.memory_mb, i.vcpus, i.uuid))
-        if self.search == 'greedy':
+        if self._mode == 'greedy':
             return [[(i.uuid,)] for i in instances]
         chains = []
         cells = sorted({c.id for c in view.topology.cells}) \
@@ -494,7 +498,7 @@ class Planner(object):
         RAM budget), so that a budget counted in moves is spent on the
         moves that recover most, and one counted in RAM on the RAM.
         """
-        if self.search == 'greedy':
+        if self._mode == 'greedy':
             return lambda unit: _per_gb(unit.gain, len(unit.uuids),
                                         unit.memory_mb)
         moves = max(moves, 1)
@@ -569,7 +573,42 @@ class Planner(object):
         return best[moves]
 
     def plan(self):
+        """The plan: see the module docstring.
+
+        The drain search keeps the greedy baseline's plan where that one
+        recovers more (its lazy choice among units may spend moves on
+        hosts that then refuse the single moves greedy makes), so that it
+        is never worse than the baseline an operator could run instead.
+        """
         started = time.monotonic()
+        if self.search == 'greedy':
+            plan = self._search('greedy')
+        else:
+            mark = self.state.mark()
+            greedy = self._search('greedy')
+            self.state.rollback(mark)
+            plan = self._search('drain')
+            if _worth(greedy.slots_recovered.values()) > \
+                    _worth(plan.slots_recovered.values()):
+                # The state must end as the returned plan leaves it.
+                self.state.rollback(mark)
+                plan = self._search('greedy')
+        plan.search = self.search
+        plan.seconds = time.monotonic() - started
+        LOG.info('Defragmentation plan (%(search)s): %(moves)d moves, '
+                 '%(gb).1f GiB of RAM, slots %(before)s -> %(after)s in '
+                 '%(s).2f s.',
+                 {'search': self.search, 'moves': len(plan.moves),
+                  'gb': plan.memory_moved_mb / 1024.0,
+                  'before': sum(plan.slots_before.values()),
+                  'after': sum(plan.slots_after.values()),
+                  's': plan.seconds})
+        return plan
+
+    def _search(self, mode):
+        """One search from the state as it is (``mode``: see SEARCHES)."""
+        self._mode = mode
+        self._generation = {}
         state = self.state
         instances, left_alone, movable = self._movable()
         slots_before = state.total_slots()
@@ -634,18 +673,9 @@ class Planner(object):
                     left_alone[uuid] = why_kept.get(uuid, NO_GAIN)
         plan = Plan(moves=moves, slots_before=slots_before,
                     slots_after=state.total_slots(), left_alone=left_alone,
-                    budget=self.budget, scope=self.scope, search=self.search,
+                    budget=self.budget, scope=self.scope, search=mode,
                     instances_in_scope=len(instances),
                     hosts_in_scope=len(self.scope_hosts))
-        plan.seconds = time.monotonic() - started
-        LOG.info('Defragmentation plan (%(search)s): %(moves)d moves, '
-                 '%(gb).1f GiB of RAM, slots %(before)s -> %(after)s in '
-                 '%(s).2f s.',
-                 {'search': self.search, 'moves': len(moves),
-                  'gb': plan.memory_moved_mb / 1024.0,
-                  'before': sum(slots_before.values()),
-                  'after': sum(plan.slots_after.values()),
-                  's': plan.seconds})
         return plan
 
 
