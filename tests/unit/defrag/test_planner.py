@@ -250,12 +250,10 @@ class TestSingleBlocker(PlannerTestCase):
         self.assertEqual(1, len(result.moves))
 
 
-class TestRandomized(PlannerTestCase):
-    """Random clouds and budgets.
+RANDOM_FLAVORS = (trace.Flavor(16, 32 * GB, 2), trace.Flavor(8, 16 * GB, 1))
 
-    Every plan valid in order (the oracle), its slots those counted from
-    scratch, never worse than greedy.
-    """
+
+class RandomCloudsTestCase(PlannerTestCase):
 
     def random_case(self, rng):
         hosts = []
@@ -280,18 +278,33 @@ class TestRandomized(PlannerTestCase):
                 strategy=strategy, group=group, domain=domain))
         return hosts, requests
 
-    def test_random_clouds(self):
-        rng = random.Random(1604)
-        flavors = (trace.Flavor(16, 32 * GB, 2), trace.Flavor(8, 16 * GB, 1))
-        plans = 0
-        for _case in range(10):
+    def random_plans(self, rng, cases):
+        """``(saved, refs, budget, drain plan, greedy plan)`` of each case.
+
+        Cases whose replay placed no instance are left out.
+        """
+        for _case in range(cases):
             saved = self.saved(*self.random_case(rng))
             if not saved['instances']:
                 continue
             budget = model.Budget(max_moves=rng.choice((None, 1, 2, 4)))
-            result, refs = self.plan(saved, flavors, budget=budget)
-            greedy, _refs = self.plan(saved, flavors, budget=budget,
+            result, refs = self.plan(saved, RANDOM_FLAVORS, budget=budget)
+            greedy, _refs = self.plan(saved, RANDOM_FLAVORS, budget=budget,
                                       search='greedy')
+            yield saved, refs, budget, result, greedy
+
+
+class TestRandomized(RandomCloudsTestCase):
+    """Random clouds and budgets.
+
+    Every plan valid in order (the oracle), its slots those counted from
+    scratch, never worse than greedy.
+    """
+
+    def test_random_clouds(self):
+        plans = 0
+        for saved, refs, budget, result, greedy in self.random_plans(
+                random.Random(1604), 10):
             plans += 1
             total = sum(result.slots_recovered.values())
             # no plan of as many moves recovers more (before recount,
@@ -317,7 +330,7 @@ class TestRandomized(PlannerTestCase):
         self.assertGreater(plans, 6)
 
 
-class TestNeverWorseThanGreedy(PlannerTestCase):
+class TestNeverWorseThanGreedy(RandomCloudsTestCase):
     """Clouds where the drain search alone recovers less than greedy.
 
     With four moves allowed, its first units took hosts that then refused
@@ -326,18 +339,10 @@ class TestNeverWorseThanGreedy(PlannerTestCase):
     """
 
     def test_random_clouds_of_other_seeds(self):
-        flavors = (trace.Flavor(16, 32 * GB, 2), trace.Flavor(8, 16 * GB, 1))
         worse = []
         for seed in (2001, 2003):
-            rng = random.Random(seed)
-            for case in range(8):
-                saved = self.saved(*TestRandomized.random_case(self, rng))
-                if not saved['instances']:
-                    continue
-                budget = model.Budget(max_moves=rng.choice((None, 1, 2, 4)))
-                result, _refs = self.plan(saved, flavors, budget=budget)
-                greedy, _refs = self.plan(saved, flavors, budget=budget,
-                                          search='greedy')
+            for case, (_saved, _refs, _budget, result, greedy) in enumerate(
+                    self.random_plans(random.Random(seed), 8)):
                 self.assertEqual('drain', result.search)
                 if sum(result.slots_recovered.values()) < \
                         sum(greedy.slots_recovered.values()):
