@@ -19,11 +19,15 @@ lookahead over several moves; moving one small instance off a host alone
 rarely recovers a slot, moving the last three off a NUMA cell does).  For
 every host and every NUMA cell of it, the units are the smallest
 instances touching the cell, one more at a time, wherever one more adds
-slots at the source (up to the whole cell), and the whole host.  Their
+slots at the source (up to the whole cell), the whole host, and every
+instance alone (one that is not among the smallest of its cell may block a
+large slot by itself; without these units the search missed most of the
+single moves that recover a slot of every reference flavor).  Their
 gain at the source is counted exactly and cheaply (the fit engine's model
 of the host without them).
 
-Units are taken best first by slots recovered per GiB of RAM moved (lazy
+Units are taken best first by slots recovered per share of the budget
+they spend (:meth:`Planner._ratio`; lazy
 greedy on an upper bound: a unit's source gain only shrinks once its
 instances land somewhere and cost slots there): the best unit is tried,
 its instances, largest first, each moved to the valid target where it
@@ -33,7 +37,9 @@ compared with the next unit's bound, and the unit is kept if it still
 leads, else put back with its true figure.  Hosts that received
 instances are not drained later and drained hosts receive nothing, so no
 instance moves twice.  ``search='greedy'`` restricts units to single
-instances: the greedy baseline the tests compare with.
+instances: the greedy baseline the tests compare with.  The drain search
+runs that baseline too and keeps its plan where it recovers more (rare:
+its units took hosts that then refused the single moves greedy makes).
 
 Every move is valid where it is applied, in order
 (:func:`~.validity.why_not_target` and the NUMA fit: the fit engine
@@ -41,6 +47,7 @@ answers for every host in one call, Nova's ``numa_fit_instance_to_host``
 decides the cells of the chosen one, and the plan records Nova's cells).
 """
 
+import collections
 import dataclasses
 import heapq
 import itertools
@@ -244,6 +251,8 @@ class Planner(object):
         self.scope = scope or model.Scope()
         self.never_move = never_move or model.NeverMove()
         self.search = search
+        #: the units and ranking of the search now running
+        self._mode = search
         self.targets_examined = targets_examined
         self.scope_hosts = sorted(name for name, host in cloud.hosts.items()
                                   if self.scope.contains(host))
@@ -280,7 +289,7 @@ class Planner(object):
         view = state.views[name]
         instances = [state.cloud.instances[u] for u in movable]
         instances.sort(key=lambda i: (i.memory_mb, i.vcpus, i.uuid))
-        if self.search == 'greedy':
+        if self._mode == 'greedy':
             return [[(i.uuid,)] for i in instances]
         chains = []
         cells = sorted({c.id for c in view.topology.cells}) \
@@ -291,8 +300,12 @@ class Planner(object):
             if touching:
                 chains.append([tuple(touching[:n])
                                for n in range(1, len(touching) + 1)])
+        everyone = [i.uuid for i in instances]
         if 1 < len(instances) <= MAX_HOST_UNIT:
-            chains.append([tuple(i.uuid for i in instances)])
+            chains.append([tuple(everyone)])
+        # Every instance alone too (the greedy baseline's units): one that
+        # is not among the smallest of its cell may free a slot by itself.
+        chains.extend([(uuid,)] for uuid in everyone)
         return chains
 
     def _units_of(self, names, movable):
@@ -485,7 +498,7 @@ class Planner(object):
         RAM budget), so that a budget counted in moves is spent on the
         moves that recover most, and one counted in RAM on the RAM.
         """
-        if self.search == 'greedy':
+        if self._mode == 'greedy':
             return lambda unit: _per_gb(unit.gain, len(unit.uuids),
                                         unit.memory_mb)
         moves = max(moves, 1)
@@ -496,8 +509,8 @@ class Planner(object):
             return unit.gain / max(spent, 1e-9)
         return ratio
 
-    def plan(self):
-        started = time.monotonic()
+    def _movable(self):
+        """``(instances in scope, {uuid: why it stays}, {host: [uuid]})``."""
         state = self.state
         in_scope = set(self.scope_hosts)
         instances = [i for i in state.cloud.instances.values()
@@ -513,6 +526,91 @@ class Planner(object):
                 left_alone[instance.uuid] = reason
             else:
                 movable.setdefault(instance.host, []).append(instance.uuid)
+        return instances, left_alone, movable
+
+    def move_bound(self, moves):
+        """The most slots a plan of at most ``moves`` moves can recover.
+
+        A yardstick, not a plan: counted at the sources alone.  Slots only
+        grow as instances leave a host and only shrink as they arrive, so
+        a host a plan moves ``k`` instances off gains at most its best
+        single departure (``k == 1``), its best pair's (``k == 2``) or the
+        departure of all its movable instances (``k >= 3``), and its
+        targets lose slots or nothing.  The most of these gains that
+        ``moves`` moves can buy (a knapsack over hosts, the whole host
+        priced at three moves, the least it may cost) bounds every plan of
+        the budget, this planner's and any other's.  Unlike the offline
+        repack, it moves only what a plan may move.
+        """
+        state = self.state
+        _instances, _left, movable = self._movable()
+        entries, where = [], []
+        for name, uuids in sorted(movable.items()):
+            view = state.views[name]
+            sets = [(u,) for u in uuids] + list(
+                itertools.combinations(uuids, 2))
+            if len(uuids) > 2:
+                sets.append(tuple(uuids))
+            for gone in sets:
+                topology, prepared, usages = state.without(view, gone)
+                entries.append((view.host, topology or _nova_without(
+                    state, view, gone), prepared, usages))
+                where.append((name, min(len(gone), 3)))
+        # gains[name][k]: the most k departures (3: all) recover there
+        gains = collections.defaultdict(lambda: [0, 0, 0, 0])
+        for (name, cost), slots in zip(where, state.count(entries)):
+            gain = _worth(slots) - _worth(state.views[name].slots)
+            gains[name][cost] = max(gains[name][cost], gain)
+        best = [0] * (moves + 1)
+        for name in sorted(gains):
+            options = [(cost, gain) for cost, gain in
+                       enumerate(gains[name]) if cost and gain > 0]
+            for spent in range(moves, 0, -1):
+                for cost, gain in options:
+                    if cost <= spent:
+                        best[spent] = max(best[spent],
+                                          best[spent - cost] + gain)
+        return best[moves]
+
+    def plan(self):
+        """The plan: see the module docstring.
+
+        The drain search keeps the greedy baseline's plan where that one
+        recovers more (its lazy choice among units may spend moves on
+        hosts that then refuse the single moves greedy makes), so that it
+        is never worse than the baseline an operator could run instead.
+        """
+        started = time.monotonic()
+        if self.search == 'greedy':
+            plan = self._search('greedy')
+        else:
+            mark = self.state.mark()
+            greedy = self._search('greedy')
+            self.state.rollback(mark)
+            plan = self._search('drain')
+            if _worth(greedy.slots_recovered.values()) > \
+                    _worth(plan.slots_recovered.values()):
+                # The state must end as the returned plan leaves it.
+                self.state.rollback(mark)
+                plan = self._search('greedy')
+        plan.search = self.search
+        plan.seconds = time.monotonic() - started
+        LOG.info('Defragmentation plan (%(search)s): %(moves)d moves, '
+                 '%(gb).1f GiB of RAM, slots %(before)s -> %(after)s in '
+                 '%(s).2f s.',
+                 {'search': self.search, 'moves': len(plan.moves),
+                  'gb': plan.memory_moved_mb / 1024.0,
+                  'before': sum(plan.slots_before.values()),
+                  'after': sum(plan.slots_after.values()),
+                  's': plan.seconds})
+        return plan
+
+    def _search(self, mode):
+        """One search from the state as it is (``mode``: see SEARCHES)."""
+        self._mode = mode
+        self._generation = {}
+        state = self.state
+        instances, left_alone, movable = self._movable()
         slots_before = state.total_slots()
         moves_left = self.budget.moves_allowed(len(instances))
         ram_left = self.budget.max_ram_mb
@@ -575,18 +673,9 @@ class Planner(object):
                     left_alone[uuid] = why_kept.get(uuid, NO_GAIN)
         plan = Plan(moves=moves, slots_before=slots_before,
                     slots_after=state.total_slots(), left_alone=left_alone,
-                    budget=self.budget, scope=self.scope, search=self.search,
+                    budget=self.budget, scope=self.scope, search=mode,
                     instances_in_scope=len(instances),
                     hosts_in_scope=len(self.scope_hosts))
-        plan.seconds = time.monotonic() - started
-        LOG.info('Defragmentation plan (%(search)s): %(moves)d moves, '
-                 '%(gb).1f GiB of RAM, slots %(before)s -> %(after)s in '
-                 '%(s).2f s.',
-                 {'search': self.search, 'moves': len(moves),
-                  'gb': plan.memory_moved_mb / 1024.0,
-                  'before': sum(slots_before.values()),
-                  'after': sum(plan.slots_after.values()),
-                  's': plan.seconds})
         return plan
 
 

@@ -22,7 +22,7 @@ its rack as its failure domain; the trace's groups as server groups
 (``affinity``, ``anti-affinity``) and deployment sets of strategy
 ``partition`` (``fault_domain``), as the replay schedules them.
 
-Beside the plans, two references on the same state:
+Beside the plans, three references on the same state:
 
 repack
     the offline bound: the same instances booted again, from scratch, on
@@ -35,6 +35,9 @@ repack
 watcher
     python-watcher's ``vm_workload_consolidation`` strategy on a Watcher
     model of the same cloud (:mod:`.watcher_baseline`).
+move bound
+    at each budget, the most slots any plan of that many moves can
+    recover (:meth:`~nova_sched_ext.defrag.planner.Planner.move_bound`).
 """
 
 import collections

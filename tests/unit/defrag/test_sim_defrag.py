@@ -83,6 +83,13 @@ class TestDefragCommand(base.SimTestCase):
             rows[('repack (bound)', None)]['recovered_total'],
             rows[('drain', 100.0)]['recovered_total'])
         self.assertIn('repack (bound)', report.table())
+        for budget in (20.0, 100.0):
+            bound = rows[('move bound', budget)]
+            self.assertEqual(int(5 * budget / 100), bound['moves'])
+            self.assertGreaterEqual(bound['recovered_total'],
+                                    rows[('drain', budget)]
+                                    ['recovered_total'])
+        self.assertIn('at most, any plan', report.table())
 
     def test_bad_state_file(self):
         path = self.write('bad.json', '{"format": "other"}')
