@@ -64,6 +64,7 @@ from watcher.tests.unit.decision_engine.strategy.strategies import test_base
 
 from nova_sched_ext.defrag import model as defrag_model
 from nova_sched_ext.defrag import watcher_conf
+from nova_sched_ext.defrag import watcher_engine
 from nova_sched_ext.defrag import watcher_goal
 from nova_sched_ext.defrag import watcher_planner
 from nova_sched_ext.defrag import watcher_strategy
@@ -510,14 +511,16 @@ class FakeNova(object):
     A live migration moves the instance in the cloud, unless Nova is told
     to refuse the instance's move: then the instance stays where it is and
     the helper answers False, as Watcher's does when the instance did not
-    reach the destination (Nova's scheduler refused it).
+    reach the destination (Nova's scheduler refused it).  A ``disabled``
+    node's compute service is disabled.
     """
 
-    def __init__(self, cloud, refused=()):
+    def __init__(self, cloud, refused=(), disabled=()):
         self.hosts = {entry['uuid']: entry['host']
                       for entry in cloud['instances']}
         self.nodes = {host['name'] for host in cloud['hosts']}
         self.refused = set(refused)
+        self.disabled = set(disabled)
         #: ``(instance, its host then, destination)`` per live migration.
         self.migrations = []
 
@@ -543,7 +546,9 @@ class FakeNova(object):
         return nova_helper.Hypervisor(
             uuid=str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, hostname)),
             hypervisor_hostname=hostname, hypervisor_type='QEMU',
-            state='up', status='enabled', vcpus=None, vcpus_used=None,
+            state='up',
+            status='disabled' if hostname in self.disabled else 'enabled',
+            vcpus=None, vcpus_used=None,
             memory_mb=None, memory_mb_used=None, local_gb=None,
             local_gb_used=None, service_host=hostname, service_id=None,
             service_disabled_reason=None, servers=[])
@@ -563,10 +568,13 @@ class ApplierTestCase(AuditTestCase):
 
     The action plan handler, the workflow engine (loaded by
     ``[watcher_applier] workflow_engine``, taskflow underneath) and the
-    ``migrate`` action are Watcher's; Nova is :class:`FakeNova`.
+    ``migrate`` action are Watcher's; Nova is :class:`FakeNova`.  The
+    workflow engine is the package's, as the documentation recommends,
+    unless a test names Watcher's.
     """
 
-    def apply(self, plan, nova, workflow_engine='taskflow', rollback=False):
+    def apply(self, plan, nova, workflow_engine=watcher_engine.ENGINE_NAME,
+              rollback=False):
         """Run ``plan`` as Watcher's applier does; its state after."""
         self.flags(workflow_engine=workflow_engine,
                    rollback_when_actionplan_failed=rollback,
@@ -581,16 +589,31 @@ class ApplierTestCase(AuditTestCase):
         actions = self.actions(plan)
         return [actions[instance].state for instance, _s, _t in moves]
 
-    def assertApplied(self, cloud, plan, moves, **apply_kwargs):
-        """The whole plan applied: each move, in order, and nothing else."""
-        nova = FakeNova(cloud)
-        self.assertEqual(objects.action_plan.State.SUCCEEDED,
-                         self.apply(plan, nova, **apply_kwargs))
-        self.assertEqual([tuple(move) for move in moves], nova.migrations)
-        self.assertEqual([objects.action.State.SUCCEEDED] * len(moves),
-                         self.states(plan, moves))
-        for instance, _source, target in moves:
-            self.assertEqual(target, nova.hosts[instance])
+    def assertApplied(self, cloud, plan, moves, refused=None,
+                      **apply_kwargs):
+        """``plan`` applied: ``moves`` in order, stopping at one refused.
+
+        ``refused``: the index of a move Nova refuses.  The moves before
+        it are made, it fails, and the ones after it are not started.
+        """
+        moves = [tuple(move) for move in moves]
+        stop = len(moves) if refused is None else refused
+        nova = FakeNova(cloud, refused=[m[0] for m in moves[stop:stop + 1]])
+        state = self.apply(plan, nova, **apply_kwargs)
+        self.assertEqual(moves[:stop + 1], nova.migrations)
+        done = objects.action.State.SUCCEEDED
+        self.assertEqual(
+            [done] * stop + [objects.action.State.FAILED] * (
+                stop < len(moves)) + [objects.action.State.PENDING] * (
+                len(moves) - stop - 1),
+            self.states(plan, moves))
+        self.assertEqual(objects.action_plan.State.SUCCEEDED
+                         if refused is None else
+                         objects.action_plan.State.FAILED, state)
+        self.assertEqual([target for _i, _s, target in moves[:stop]] +
+                         [source for _i, source, _t in moves[stop:]],
+                         [nova.hosts[instance] for instance, _s, _t in moves])
+        return nova
 
 
 class TestApplier(ApplierTestCase):
@@ -607,11 +630,73 @@ class TestApplier(ApplierTestCase):
         self.assertApplied(small_cloud(), self.action_plan(self.moves),
                            self.moves)
 
+    def test_every_move_in_order_under_watchers_engine(self):
+        self.assertApplied(small_cloud(), self.action_plan(self.moves),
+                           self.moves, workflow_engine='taskflow')
+
+    def test_a_refused_move_stops_the_plan(self):
+        self.assertApplied(small_cloud(), self.action_plan(self.moves),
+                           self.moves, refused=1)
+
+    def test_watchers_engine_goes_on_after_a_failure(self):
+        # Why the package has an engine of its own: Watcher's starts the
+        # actions after a failed one.
+        plan = self.action_plan(self.moves)
+        nova = FakeNova(small_cloud(), refused=[A])
+        self.assertEqual(objects.action_plan.State.FAILED,
+                         self.apply(plan, nova, workflow_engine='taskflow'))
+        self.assertEqual(self.moves, nova.migrations)
+        self.assertEqual(['SUCCEEDED', 'FAILED', 'SUCCEEDED', 'SUCCEEDED'],
+                         self.states(plan, self.moves))
+
+    def test_a_failed_pre_condition_stops_the_plan(self):
+        # Node-b's compute service was disabled after the audit: Watcher's
+        # pre-condition fails the second move before it calls Nova (and
+        # tells the engine nothing: its task's result is True).
+        plan = self.action_plan(self.moves)
+        nova = FakeNova(small_cloud(), disabled=['node-b'])
+        self.assertEqual(objects.action_plan.State.FAILED,
+                         self.apply(plan, nova))
+        self.assertEqual(self.moves[:1], nova.migrations)
+        self.assertEqual(['SUCCEEDED', 'FAILED', 'PENDING', 'PENDING'],
+                         self.states(plan, self.moves))
+
+    def test_a_skipped_move_does_not_stop_the_plan(self):
+        # A deleted since the audit: Watcher skips its move, and the
+        # others run.
+        plan = self.action_plan(self.moves)
+        nova = FakeNova(small_cloud())
+        del nova.hosts[A]
+        self.assertEqual(objects.action_plan.State.SUCCEEDED,
+                         self.apply(plan, nova))
+        self.assertEqual(self.moves[:1] + self.moves[2:], nova.migrations)
+        self.assertEqual(['SUCCEEDED', 'SKIPPED', 'SUCCEEDED', 'SUCCEEDED'],
+                         self.states(plan, self.moves))
+
+    def test_rollback_moves_nothing_back(self):
+        # [watcher_applier] rollback_when_actionplan_failed (deprecated in
+        # Watcher 17, "does not work"): the failed action does not raise,
+        # so taskflow reverts nothing; the moves before it stay.
+        self.assertApplied(small_cloud(), self.action_plan(self.moves),
+                           self.moves, refused=2, rollback=True)
+
+    def test_other_strategies_run_as_under_watchers_engine(self):
+        plan = self.action_plan(self.moves)
+        other = db_utils.create_test_strategy(
+            id=2, uuid=utils.generate_uuid(), name='server_consolidation')
+        plan.strategy_id = other.id
+        plan.save()
+        nova = FakeNova(small_cloud(), refused=[A])
+        self.assertEqual(objects.action_plan.State.FAILED,
+                         self.apply(plan, nova))
+        self.assertEqual(self.moves, nova.migrations)
+
 
 class TestAppliedPlan(ApplierTestCase):
     """The real planner's plan of a replayed cloud, applied.
 
-    The scenario of the Nova side (:class:`TestPlannedMoves`'s).
+    The scenario of the Nova side (:class:`TestPlannedMoves`'s), with
+    ``refused``, the index of a move Nova refuses, or None.
     """
 
     def test_scenario(self):
@@ -625,4 +710,5 @@ class TestAppliedPlan(ApplierTestCase):
         moves = scenario['moves']
         self.assertEqual([migrate(*move) for move in moves],
                          solution.actions)
-        self.assertApplied(scenario['cloud'], plan, moves)
+        self.assertApplied(scenario['cloud'], plan, moves,
+                           refused=scenario.get('refused'))
