@@ -20,11 +20,10 @@ at a time (``[watcher_planners.weight] parallelization``), and its
 source hosts side by side; either would let two moves race for one
 target's cells.  This planner makes every action the parent of the next,
 in the solution's order, so the applier runs them one at a time in the
-planner's sequence, and the first that fails stops the rest (Watcher's
-applier never starts an action whose parent failed; with
-``[watcher_applier] rollback_when_actionplan_failed`` left at its default,
-False, the moves before it stay in place, as the package's own executor
-leaves them).
+planner's sequence.  Watcher's own workflow engine would still start the
+actions after a failed one; the package's (:mod:`.watcher_engine`) stops
+the plan there, and the moves before it stay in place, as the package's
+own executor leaves them.
 
 It is Watcher's ``weight`` planner with another action graph: the action
 plan, its actions and the efficacy indicators are written as that planner

@@ -87,6 +87,7 @@ DEFRAG_MAY_NOT_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.manager',
 WATCHER_PLUGINS = ('nova_sched_ext.defrag.watcher_strategy',
                    'nova_sched_ext.defrag.watcher_goal',
                    'nova_sched_ext.defrag.watcher_planner',
+                   'nova_sched_ext.defrag.watcher_engine',
                    'nova_sched_ext.defrag.watcher_conf')
 WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',)
 WATCHER_RUNNERS = ('nova_sched_ext.offline.sim.watcher_run',)

@@ -115,7 +115,8 @@ class TestWatcherCases(WatcherTestCase):
         # loaded by Watcher's loaders with watcher.conf's options: no Nova
         # needed, so one interpreter (Watcher takes seconds to import).
         self.run_cases(['TestArguments', 'TestErrors',
-                        'TestSequentialPlanner', 'TestLoadedByWatcher'])
+                        'TestSequentialPlanner', 'TestLoadedByWatcher',
+                        'TestApplier'])
 
 
 def spread(hosts):
@@ -171,6 +172,30 @@ class TestStrategyEndToEnd(WatcherTestCase):
         self.assertEqual(4, len(expected.moves))
         self.assertEqual({LARGE.name: 2}, expected.slots_recovered)
         self.run_cases(['TestPlannedMoves'], scenario)
+
+    def applied_scenario(self):
+        """Four moves in order, for :class:`watcher_cases.TestAppliedPlan`.
+
+        The audit gets the schema's defaults there (a budget of 5 % of the
+        instances: none of eight), so it names a share.
+        """
+        saved = self.saved(*spread(4))
+        scenario, expected = self.scenario(
+            saved, {'budget_share': 100}, budget=model.Budget(max_share=1.0))
+        self.assertEqual(4, len(expected.moves))
+        return scenario
+
+    def test_watchers_applier_runs_the_plan(self):
+        # The action plan of that audit, run by Watcher's applier: each
+        # move live-migrated to its target, one after another in order.
+        self.run_cases(['TestAppliedPlan'], self.applied_scenario())
+
+    def test_a_refused_move_stops_watchers_applier(self):
+        # Nova refuses the third move: the two before it are made, the
+        # fourth is not started and the action plan fails.
+        scenario = self.applied_scenario()
+        scenario['refused'] = 2
+        self.run_cases(['TestAppliedPlan'], scenario)
 
     def test_budget_reaches_the_planner(self):
         saved = self.saved(*spread(4))

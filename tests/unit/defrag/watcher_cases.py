@@ -40,6 +40,7 @@ import shutil
 import sys
 import tempfile
 from unittest import mock
+import uuid as uuidlib
 
 # Watcher's unit test package selects oslo.service's threading backend when
 # it is imported; any other Watcher module imported before it selects
@@ -47,6 +48,8 @@ from unittest import mock
 import watcher.tests.unit  # noqa: F401
 
 from oslo_config import cfg  # noqa: H306
+from watcher.applier.action_plan import default as action_plan_handler
+from watcher.common import exception
 from watcher.common import nova_helper
 from watcher.common import utils
 from watcher.decision_engine.loading import default as loading
@@ -61,6 +64,7 @@ from watcher.tests.unit.decision_engine.strategy.strategies import test_base
 
 from nova_sched_ext.defrag import model as defrag_model
 from nova_sched_ext.defrag import watcher_conf
+from nova_sched_ext.defrag import watcher_engine
 from nova_sched_ext.defrag import watcher_goal
 from nova_sched_ext.defrag import watcher_planner
 from nova_sched_ext.defrag import watcher_strategy
@@ -119,6 +123,23 @@ def migrate(uuid, source, target):
                                  'resource_id': uuid}}
 
 
+def scoped_model(cloud, scope=None):
+    """Watcher's model of ``cloud``, cut to the audit ``scope``.
+
+    The scope is applied by Watcher's own handler, as the decision engine
+    does before the strategy runs.
+    """
+    model = watcher_run.watcher_model(cloud)
+    if scope:
+        # The handler asks Nova only for zones and aggregates; the
+        # exclusions used here need no Nova API.
+        with mock.patch.object(nova_helper, 'NovaHelper'):
+            handler = compute_scope.ComputeScope(
+                scope, mock.Mock(check_optimize_metadata=False))
+        model = handler.get_scoped_model(model)
+    return model
+
+
 class PlannerScripts(object):
     """Planner commands written for a test (``self.dir`` holds them)."""
 
@@ -158,15 +179,7 @@ class StrategyTestCase(PlannerScripts, test_base.TestBaseStrategy):
         ``scope``: an audit scope, applied to the model by Watcher's own
         handler, as the decision engine does before the strategy runs.
         """
-        model = watcher_run.watcher_model(cloud)
-        if scope:
-            # The handler asks Nova only for zones and aggregates; the
-            # exclusions used here need no Nova API.
-            with mock.patch.object(nova_helper, 'NovaHelper'):
-                handler = compute_scope.ComputeScope(
-                    scope, mock.Mock(check_optimize_metadata=False))
-            model = handler.get_scoped_model(model)
-        self.m_c_model.return_value = model
+        self.m_c_model.return_value = scoped_model(cloud, scope)
         options = {opt.dest: opt.default
                    for opt in watcher_conf.strategy_opts}
         options.update(nova_config_files=[])
@@ -397,8 +410,13 @@ class TestSequentialPlanner(db_base.DbTestCase):
                           (C, sorted([A, B]))], self.parents(planner))
 
 
-class TestLoadedByWatcher(PlannerScripts, db_base.DbTestCase):
-    """As the decision engine loads it: entry points and watcher.conf."""
+class AuditTestCase(PlannerScripts, db_base.DbTestCase):
+    """From an audit to its action plan, as the decision engine makes it.
+
+    The strategy, its options and its planner are loaded by Watcher's
+    loaders (the entry points, watcher.conf); the action plan and its
+    actions are in Watcher's database (sqlite).
+    """
 
     def setUp(self):
         super().setUp()
@@ -408,46 +426,65 @@ class TestLoadedByWatcher(PlannerScripts, db_base.DbTestCase):
         cfg.CONF.register_opts(watcher_conf.strategy_opts,
                                group=watcher_conf.GROUP_NAME)
 
-    def test_audit_to_action_plan(self):
-        moves = [(B, 'node-a', 'node-c'), (A, 'node-a', 'node-b')]
-        command = self.printing(plan_document(
-            moves, {'16c32g-2n': 0}, {'16c32g-2n': 1}))
-        self.flags(planner_command=command, nova_config_files=[],
-                   group=watcher_conf.GROUP_NAME)
-        strategy = loading.DefaultStrategyLoader().load(
+    def load_strategy(self, planner_command, **options):
+        options.setdefault('nova_config_files', [])
+        self.flags(planner_command=planner_command,
+                   group=watcher_conf.GROUP_NAME, **options)
+        return loading.DefaultStrategyLoader().load(
             watcher_conf.STRATEGY_NAME)
-        self.assertEqual(command, strategy.config.planner_command)
-        self.assertEqual(watcher_goal.GOAL_NAME, strategy.goal.name)
-        # An audit without parameters gets the schema's defaults, as the
-        # decision engine gives them.
-        parameters = {}
+
+    def audit(self, strategy, cloud, parameters=None, scope=None):
+        """``(solution, planner, action plan)`` of an audit of ``cloud``.
+
+        An audit's ``parameters`` get the schema's defaults, as the
+        decision engine gives them.
+        """
+        parameters = dict(parameters or {})
         utils.StrictDefaultValidatingDraft4Validator(
             strategy.get_schema()).validate(parameters)
-        self.assertEqual({'budget_share': 5, 'never_move': []}, parameters)
         strategy.input_parameters.update(parameters)
         with mock.patch.object(
                 base_strategy.BaseStrategy, 'compute_model',
                 new_callable=mock.PropertyMock,
-                return_value=watcher_run.watcher_model(small_cloud())):
+                return_value=scoped_model(cloud, scope)):
             solution = strategy.execute()
-        self.assertEqual(['plan', '--json', '--budget-share', '5',
-                          '--scope-hosts', 'node-a,node-b,node-c'],
-                         self.argv())
-
-        # The decision engine's planner for this solution: the one the
-        # strategy names, loaded by its entry point.
         goal = db_utils.create_test_goal(name=watcher_goal.GOAL_NAME)
         db_strategy = db_utils.create_test_strategy(
             name=watcher_conf.STRATEGY_NAME, goal_id=goal.id)
         audit = db_utils.create_test_audit(
             uuid=utils.generate_uuid(), goal_id=goal.id,
             strategy_id=db_strategy.id)
+        # The decision engine's planner for this solution: the one the
+        # strategy names, loaded by its entry point.
         planner = loading.DefaultPlannerLoader().load(strategy.planner)
-        self.assertIsInstance(planner, watcher_planner.SequentialPlanner)
         plan = planner.schedule(self.context, audit.id, solution)
-        actions = {a.input_parameters['resource_id']: a
-                   for a in objects.Action.list(
-                       self.context, filters={'action_plan_uuid': plan.uuid})}
+        return solution, planner, plan
+
+    def actions(self, plan):
+        """The plan's actions by instance."""
+        return {a.input_parameters['resource_id']: a
+                for a in objects.Action.list(
+                    self.context, filters={'action_plan_uuid': plan.uuid})}
+
+
+class TestLoadedByWatcher(AuditTestCase):
+    """As the decision engine loads it: entry points and watcher.conf."""
+
+    def test_audit_to_action_plan(self):
+        moves = [(B, 'node-a', 'node-c'), (A, 'node-a', 'node-b')]
+        command = self.printing(plan_document(
+            moves, {'16c32g-2n': 0}, {'16c32g-2n': 1}))
+        strategy = self.load_strategy(command)
+        self.assertEqual(command, strategy.config.planner_command)
+        self.assertEqual(watcher_goal.GOAL_NAME, strategy.goal.name)
+        solution, planner, plan = self.audit(strategy, small_cloud())
+        self.assertEqual({'budget_share': 5, 'never_move': []},
+                         dict(strategy.input_parameters))
+        self.assertEqual(['plan', '--json', '--budget-share', '5',
+                          '--scope-hosts', 'node-a,node-b,node-c'],
+                         self.argv())
+        self.assertIsInstance(planner, watcher_planner.SequentialPlanner)
+        actions = self.actions(plan)
         self.assertEqual([], actions[B].parents)
         self.assertEqual([actions[B].uuid], actions[A].parents)
         self.assertEqual('node-c', actions[B].input_parameters[
@@ -461,3 +498,217 @@ class TestLoadedByWatcher(PlannerScripts, db_base.DbTestCase):
         self.assertEqual([('large_flavor_slots_recovered', 1)],
                          [(i['name'], i['value'])
                           for i in plan.global_efficacy])
+
+
+class FakeNova(object):
+    """Watcher's Nova helper on a cloud of dicts, recording live migrations.
+
+    It stands in for ``watcher.common.nova_helper.NovaHelper`` where
+    Watcher's ``migrate`` action reaches Nova: ``find_instance`` and
+    ``get_compute_node_by_hostname`` (its pre-condition) and
+    ``live_migrate_instance`` (its execution, and its revert back to the
+    source), answering with Watcher's own ``Server`` and ``Hypervisor``.
+    A live migration moves the instance in the cloud, unless Nova is told
+    to refuse the instance's move: then the instance stays where it is and
+    the helper answers False, as Watcher's does when the instance did not
+    reach the destination (Nova's scheduler refused it).  A ``disabled``
+    node's compute service is disabled.
+    """
+
+    def __init__(self, cloud, refused=(), disabled=()):
+        self.hosts = {entry['uuid']: entry['host']
+                      for entry in cloud['instances']}
+        self.nodes = {host['name'] for host in cloud['hosts']}
+        self.refused = set(refused)
+        self.disabled = set(disabled)
+        #: ``(instance, its host then, destination)`` per live migration.
+        self.migrations = []
+
+    def __call__(self, *args, **kwargs):
+        # The migrate action makes a NovaHelper per call to Nova.
+        return self
+
+    def find_instance(self, instance_id):
+        if instance_id not in self.hosts:
+            raise exception.ComputeResourceNotFound(name=instance_id)
+        host = self.hosts[instance_id]
+        return nova_helper.Server(
+            uuid=instance_id, name=instance_id, created=None, host=host,
+            vm_state='active', task_state=None, power_state=1,
+            status='ACTIVE', flavor={}, tenant_id='fake_project',
+            locked=False, metadata={}, availability_zone='nova',
+            pinned_availability_zone=None, image=None,
+            hypervisor_hostname=host)
+
+    def get_compute_node_by_hostname(self, hostname):
+        if hostname not in self.nodes:
+            raise exception.ComputeNodeNotFound(name=hostname)
+        return nova_helper.Hypervisor(
+            uuid=str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, hostname)),
+            hypervisor_hostname=hostname, hypervisor_type='QEMU',
+            state='up',
+            status='disabled' if hostname in self.disabled else 'enabled',
+            vcpus=None, vcpus_used=None,
+            memory_mb=None, memory_mb_used=None, local_gb=None,
+            local_gb_used=None, service_host=hostname, service_id=None,
+            service_disabled_reason=None, servers=[])
+
+    def live_migrate_instance(self, instance_id, dest_hostname, retry=None,
+                              interval=None):
+        self.migrations.append(
+            (instance_id, self.hosts[instance_id], dest_hostname))
+        if instance_id in self.refused or dest_hostname not in self.nodes:
+            return False
+        self.hosts[instance_id] = dest_hostname
+        return True
+
+
+class ApplierTestCase(AuditTestCase):
+    """An audit's action plan run by Watcher's applier on a fake Nova.
+
+    The action plan handler, the workflow engine (loaded by
+    ``[watcher_applier] workflow_engine``, taskflow underneath) and the
+    ``migrate`` action are Watcher's; Nova is :class:`FakeNova`.  The
+    workflow engine is the package's, as the documentation recommends,
+    unless a test names Watcher's.
+    """
+
+    def apply(self, plan, nova, workflow_engine=watcher_engine.ENGINE_NAME,
+              rollback=False):
+        """Run ``plan`` as Watcher's applier does; its state after."""
+        self.flags(workflow_engine=workflow_engine,
+                   rollback_when_actionplan_failed=rollback,
+                   group='watcher_applier')
+        with mock.patch.object(nova_helper, 'NovaHelper', nova):
+            action_plan_handler.DefaultActionPlanHandler(
+                self.context, mock.Mock(), plan.uuid).execute()
+        return objects.ActionPlan.get_by_uuid(self.context, plan.uuid).state
+
+    def states(self, plan, moves):
+        """The state of the action of each move."""
+        actions = self.actions(plan)
+        return [actions[instance].state for instance, _s, _t in moves]
+
+    def assertApplied(self, cloud, plan, moves, refused=None,
+                      **apply_kwargs):
+        """``plan`` applied: ``moves`` in order, stopping at one refused.
+
+        ``refused``: the index of a move Nova refuses.  The moves before
+        it are made, it fails, and the ones after it are not started.
+        """
+        moves = [tuple(move) for move in moves]
+        stop = len(moves) if refused is None else refused
+        nova = FakeNova(cloud, refused=[m[0] for m in moves[stop:stop + 1]])
+        state = self.apply(plan, nova, **apply_kwargs)
+        self.assertEqual(moves[:stop + 1], nova.migrations)
+        done = objects.action.State.SUCCEEDED
+        self.assertEqual(
+            [done] * stop + [objects.action.State.FAILED] * (
+                stop < len(moves)) + [objects.action.State.PENDING] * (
+                len(moves) - stop - 1),
+            self.states(plan, moves))
+        self.assertEqual(objects.action_plan.State.SUCCEEDED
+                         if refused is None else
+                         objects.action_plan.State.FAILED, state)
+        self.assertEqual([target for _i, _s, target in moves[:stop]] +
+                         [source for _i, source, _t in moves[stop:]],
+                         [nova.hosts[instance] for instance, _s, _t in moves])
+        return nova
+
+
+class TestApplier(ApplierTestCase):
+    """A printed plan, audited and applied (no Nova needed)."""
+
+    moves = [(B, 'node-a', 'node-c'), (A, 'node-a', 'node-b'),
+             (D, 'node-c', 'node-b'), (C, 'node-b', 'node-c')]
+
+    def action_plan(self, moves):
+        strategy = self.load_strategy(self.printing(plan_document(moves)))
+        return self.audit(strategy, small_cloud())[2]
+
+    def test_every_move_in_order(self):
+        self.assertApplied(small_cloud(), self.action_plan(self.moves),
+                           self.moves)
+
+    def test_every_move_in_order_under_watchers_engine(self):
+        self.assertApplied(small_cloud(), self.action_plan(self.moves),
+                           self.moves, workflow_engine='taskflow')
+
+    def test_a_refused_move_stops_the_plan(self):
+        self.assertApplied(small_cloud(), self.action_plan(self.moves),
+                           self.moves, refused=1)
+
+    def test_watchers_engine_goes_on_after_a_failure(self):
+        # Why the package has an engine of its own: Watcher's starts the
+        # actions after a failed one.
+        plan = self.action_plan(self.moves)
+        nova = FakeNova(small_cloud(), refused=[A])
+        self.assertEqual(objects.action_plan.State.FAILED,
+                         self.apply(plan, nova, workflow_engine='taskflow'))
+        self.assertEqual(self.moves, nova.migrations)
+        self.assertEqual(['SUCCEEDED', 'FAILED', 'SUCCEEDED', 'SUCCEEDED'],
+                         self.states(plan, self.moves))
+
+    def test_a_failed_pre_condition_stops_the_plan(self):
+        # Node-b's compute service was disabled after the audit: Watcher's
+        # pre-condition fails the second move before it calls Nova (and
+        # tells the engine nothing: its task's result is True).
+        plan = self.action_plan(self.moves)
+        nova = FakeNova(small_cloud(), disabled=['node-b'])
+        self.assertEqual(objects.action_plan.State.FAILED,
+                         self.apply(plan, nova))
+        self.assertEqual(self.moves[:1], nova.migrations)
+        self.assertEqual(['SUCCEEDED', 'FAILED', 'PENDING', 'PENDING'],
+                         self.states(plan, self.moves))
+
+    def test_a_skipped_move_does_not_stop_the_plan(self):
+        # A deleted since the audit: Watcher skips its move, and the
+        # others run.
+        plan = self.action_plan(self.moves)
+        nova = FakeNova(small_cloud())
+        del nova.hosts[A]
+        self.assertEqual(objects.action_plan.State.SUCCEEDED,
+                         self.apply(plan, nova))
+        self.assertEqual(self.moves[:1] + self.moves[2:], nova.migrations)
+        self.assertEqual(['SUCCEEDED', 'SKIPPED', 'SUCCEEDED', 'SUCCEEDED'],
+                         self.states(plan, self.moves))
+
+    def test_rollback_moves_nothing_back(self):
+        # [watcher_applier] rollback_when_actionplan_failed (deprecated in
+        # Watcher 17, "does not work"): the failed action does not raise,
+        # so taskflow reverts nothing; the moves before it stay.
+        self.assertApplied(small_cloud(), self.action_plan(self.moves),
+                           self.moves, refused=2, rollback=True)
+
+    def test_other_strategies_run_as_under_watchers_engine(self):
+        plan = self.action_plan(self.moves)
+        other = db_utils.create_test_strategy(
+            id=2, uuid=utils.generate_uuid(), name='server_consolidation')
+        plan.strategy_id = other.id
+        plan.save()
+        nova = FakeNova(small_cloud(), refused=[A])
+        self.assertEqual(objects.action_plan.State.FAILED,
+                         self.apply(plan, nova))
+        self.assertEqual(self.moves, nova.migrations)
+
+
+class TestAppliedPlan(ApplierTestCase):
+    """The real planner's plan of a replayed cloud, applied.
+
+    The scenario of the Nova side (:class:`TestPlannedMoves`'s), with
+    ``refused``, the index of a move Nova refuses, or None.
+    """
+
+    def test_scenario(self):
+        with open(os.environ[SCENARIO_ENV]) as f:
+            scenario = json.load(f)
+        strategy = self.load_strategy(scenario['planner_command'],
+                                      state_file=scenario['state_file'])
+        solution, _planner, plan = self.audit(
+            strategy, scenario['cloud'], scenario['parameters'],
+            scope=excluding(instances=scenario.get('excluded')))
+        moves = scenario['moves']
+        self.assertEqual([migrate(*move) for move in moves],
+                         solution.actions)
+        self.assertApplied(scenario['cloud'], plan, moves,
+                           refused=scenario.get('refused'))
