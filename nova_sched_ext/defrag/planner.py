@@ -367,33 +367,35 @@ class Planner(object):
         ``{host: why not}`` for the others.
         """
         state = self.state
-        refused = {}
-        roomy = []
+        names, index = self._room.names, self._room.index
         room = self._room.hosts_with_room(instance.resources)
-        for name in self.scope_hosts:
-            if name in excluded:
-                continue
-            if room is None:
-                fits = state.views[name].has_room(instance.resources)
-            else:
-                fits = room[self._room.index[name]]
-            if fits:
-                roomy.append(name)
-            else:
-                refused[name] = NO_ROOM
+        if room is None:
+            room = numpy.array([state.views[name].has_room(
+                instance.resources) for name in names], dtype=bool)
+        considered = numpy.ones(len(names), dtype=bool)
+        for name in excluded:
+            if name in index:
+                considered[index[name]] = False
+        refused = dict.fromkeys(
+            [names[i] for i in numpy.flatnonzero(considered & ~room)],
+            NO_ROOM)
+        roomy = numpy.flatnonzero(considered & room)
         shape = self._shape(instance)
-        if shape is not None and shape.numa is not None and roomy:
+        if shape is not None and shape.numa is not None and len(roomy):
             answers = engine.check_hosts(
-                [state.views[n].prepared for n in roomy], shape.numa)
-            for name, answer in zip(roomy, answers):
-                # UNKNOWN: Nova's fit decides, later.
-                if answer == m.NO:
-                    refused[name] = 'its free NUMA cells cannot hold it'
-            roomy = [n for n, answer in zip(roomy, answers)
-                     if answer != m.NO]
+                [state.views[names[i]].prepared for i in roomy], shape.numa)
+            # UNKNOWN: Nova's fit decides, later.
+            fitting = numpy.array([answer != m.NO for answer in answers],
+                                  dtype=bool)
+            refused.update(dict.fromkeys(
+                [names[i] for i in roomy[~fitting]],
+                'its free NUMA cells cannot hold it'))
+            roomy = roomy[fitting]
+        # The fullest first, by name among equals (names are sorted, so
+        # the index breaks ties).
         leftover = self._room.memory_left()
-        index = self._room.index
-        roomy.sort(key=lambda n: (leftover[index[n]], n))
+        roomy = [names[i] for i in
+                 roomy[numpy.lexsort((roomy, leftover[roomy]))]]
         return roomy, refused
 
     def valid_targets(self, instance, excluded=(), most=None):
@@ -586,13 +588,15 @@ class Planner(object):
         else:
             mark = self.state.mark()
             greedy = self._search('greedy')
+            greedy_moves = self.state.moves_since(mark)
             self.state.rollback(mark)
             plan = self._search('drain')
             if _worth(greedy.slots_recovered.values()) > \
                     _worth(plan.slots_recovered.values()):
                 # The state must end as the returned plan leaves it.
                 self.state.rollback(mark)
-                plan = self._search('greedy')
+                self.state.redo(greedy_moves)
+                plan = greedy
         plan.search = self.search
         plan.seconds = time.monotonic() - started
         LOG.info('Defragmentation plan (%(search)s): %(moves)d moves, '

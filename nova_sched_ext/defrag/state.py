@@ -443,6 +443,39 @@ class PlanningState(object):
     def mark(self):
         return len(self._journal)
 
+    def moves_since(self, mark):
+        """What the moves applied since ``mark`` did, for :meth:`redo`.
+
+        Taken before a :meth:`rollback` to ``mark``, it lets the state
+        come back to where those moves left it without computing them
+        again (Nova's usage accounting of every move is most of a search's
+        time).
+        """
+        entries = self._journal[mark:]
+        touched = {name for entry in entries for name in
+                   (entry[1], self.where[entry[0]]) if name is not None}
+        return (mark, list(entries),
+                {uuid: (self.where[uuid], self.placed[uuid])
+                 for uuid, *_rest in entries},
+                {name: _saved(self.views[name]) for name in touched})
+
+    def redo(self, moves):
+        """Apply again the moves :meth:`moves_since` took, as they were.
+
+        The state must be back at their mark (:meth:`rollback`).
+        """
+        mark, entries, placements, views = moves
+        if len(self._journal) != mark:
+            raise RuntimeError('redo from journal length %d, taken at %d'
+                               % (len(self._journal), mark))
+        self._journal.extend(entries)
+        for uuid, (where, placed) in placements.items():
+            self.where[uuid] = where
+            self.placed[uuid] = placed
+        for name, saved in views.items():
+            _restore(self.views[name], saved)
+            self.changed.add(name)
+
     def rollback(self, mark):
         while len(self._journal) > mark:
             uuid, source_name, placed, source_saved, dest_saved = \
