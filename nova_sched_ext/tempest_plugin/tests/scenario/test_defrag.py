@@ -93,6 +93,12 @@ class DefragTest(base.NUMASchedulingTest):
             raise self.skipException(
                 'no %s at %s ([nova_sched_ext] cli_dir)'
                 % (COMMAND, self.command))
+        # The command needs the databases and credentials in it; a gate
+        # may run tempest as a user that cannot read it.
+        if not os.access(CONF.nova_sched_ext.defrag_nova_conf, os.R_OK):
+            raise self.skipException(
+                'cannot read %s ([nova_sched_ext] defrag_nova_conf)'
+                % CONF.nova_sched_ext.defrag_nova_conf)
         self.workdir = tempfile.mkdtemp(prefix='nse-defrag-')
         self.addCleanup(shutil.rmtree, self.workdir, ignore_errors=True)
 
