@@ -138,8 +138,12 @@ class FakeNUMALiveMigrationTest(
         self.useFixture(fixtures.MockPatchObject(
             driver, 'pre_live_migration', side_effect=pre_live_migration))
 
-        self._live_migrate(moving, host='host2',
-                           migration_expected_state='error')
+        self.api.post_server_action(moving['id'], {'os-migrateLive': {
+            'host': 'host2', 'block_migration': 'auto'}})
+        # Nova records 'error' or 'failed' depending on where the failure
+        # reaches it first; either way the rollback has run.
+        self._wait_for_migration_status(moving, ['error', 'failed'])
+        self._wait_for_state_change(moving, 'ACTIVE')
 
         self.assertEqual([[SERVER_MB, 0]], claimed)
         self.assertEqual('host1', self.api.get_server(moving['id'])[
