@@ -13,7 +13,10 @@
 #                    [nova_sched_ext] options from NOVA_SCHED_EXT_* variables,
 #                    with NOVA_SCHED_EXT_PREEMPTION=True the preemption driver
 #                    and its [nova_sched_ext_evictor] credentials (Nova's
-#                    [service_user]) and, for test clouds, each fake
+#                    [service_user]), with NOVA_SCHED_EXT_DEFRAG=True the
+#                    [nova_sched_ext_defrag] credentials that
+#                    nova-sched-ext-defrag apply live-migrates with (the
+#                    same user) and, for test clouds, each fake
 #                    compute's NUMA layout; then check the result and stop
 #                    on a misconfiguration; with nse-capacity-api or
 #                    nse-capacity-exporter enabled, write the capacity
@@ -41,17 +44,19 @@ NOVA_SCHED_EXT_FAKE_COMPUTE_MODULE=nova_sched_ext.virt.compute
 NOVA_SCHED_EXT_AVAILABLE_FILTERS=nova_sched_ext.filters.all_filters
 NOVA_SCHED_EXT_NOVA_AVAILABLE_FILTERS=nova.scheduler.filters.all_filters
 NOVA_SCHED_EXT_NOVA_WEIGHT_CLASSES=nova.scheduler.weights.all_weighers
-# The preemption driver's credentials section, and what is copied into it
-# from nova.conf's [service_user].
+# The preemption driver's and the defragmentation executor's credentials
+# sections, and what is copied into each from nova.conf's [service_user].
 NOVA_SCHED_EXT_EVICTOR_SECTION=nova_sched_ext_evictor
-NOVA_SCHED_EXT_EVICTOR_AUTH_KEYS="auth_type auth_url username password
+NOVA_SCHED_EXT_DEFRAG_SECTION=nova_sched_ext_defrag
+NOVA_SCHED_EXT_SERVICE_AUTH_KEYS="auth_type auth_url username password
 user_domain_name project_name project_domain_name cafile"
 # Plugin variables that are not [nova_sched_ext] options.
 NOVA_SCHED_EXT_CONTROL_VARIABLES="DIR FILTERS WEIGHT_CLASSES PREEMPTION
 DEPLOYMENT_SET_LOCKING SCHEDULER SCHEDULERS SCHEDULER_LAUNCHER FAKE_VIRT FAKE_NUMA_TOPOLOGIES
 CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE
 AVAILABLE_FILTERS NOVA_AVAILABLE_FILTERS NOVA_WEIGHT_CLASSES
-EVICTOR_SECTION EVICTOR_AUTH_KEYS CONTROL_VARIABLES
+EVICTOR_SECTION SERVICE_AUTH_KEYS CONTROL_VARIABLES
+DEFRAG DEFRAG_SECTION
 CAPACITY_CONF CAPACITY_UWSGI_CONF CAPACITY_WSGI CAPACITY_SERVICE_TYPE
 CAPACITY_URL_PATH CAPACITY_ALLOWED_ROLES CAPACITY_REFRESH_INTERVAL
 CAPACITY_EXPORTER_PORT CAPACITY_EXPORT_PER_HOST"
@@ -196,29 +201,48 @@ function configure_nova_sched_ext {
         configure_nova_sched_ext_preemption
     fi
 
+    if [[ "$NOVA_SCHED_EXT_DEFRAG" == "True" ]]; then
+        configure_nova_sched_ext_defrag
+    fi
+
     if [[ "$NOVA_SCHED_EXT_FAKE_VIRT" == "True" ]]; then
         configure_nova_sched_ext_fake_virt
     fi
 }
 
-# The preemption driver, and the credentials it evicts with: Nova's own
-# service user (lib/nova writes it to [service_user]; it has the admin
-# role, which deleting any project's servers needs).
-function configure_nova_sched_ext_preemption {
-    local conf=$NOVA_CONF key value
-    if [[ ! -v NOVA_SCHED_EXT_SCHEDULER_DRIVER ]]; then
-        iniset "$conf" nova_sched_ext scheduler_driver preemption
-    fi
-    for key in $NOVA_SCHED_EXT_EVICTOR_AUTH_KEYS; do
+# Copy Nova's own service user (lib/nova writes it to [service_user]; it
+# has the admin role) into the keystoneauth section $1 of nova.conf, with
+# the region of [placement]. iniset replaces: running it again changes
+# nothing.
+function _nova_sched_ext_service_credentials {
+    local conf=$NOVA_CONF section=$1 key value
+    for key in $NOVA_SCHED_EXT_SERVICE_AUTH_KEYS; do
         value=$(iniget "$conf" service_user "$key")
         if [[ -n "$value" ]]; then
-            iniset "$conf" "$NOVA_SCHED_EXT_EVICTOR_SECTION" "$key" "$value"
+            iniset "$conf" "$section" "$key" "$value"
         fi
     done
     value=$(iniget "$conf" placement region_name)
     if [[ -n "$value" ]]; then
-        iniset "$conf" "$NOVA_SCHED_EXT_EVICTOR_SECTION" region_name "$value"
+        iniset "$conf" "$section" region_name "$value"
     fi
+}
+
+# The preemption driver, and the credentials it evicts with (deleting any
+# project's servers needs the admin role).
+function configure_nova_sched_ext_preemption {
+    if [[ ! -v NOVA_SCHED_EXT_SCHEDULER_DRIVER ]]; then
+        iniset "$NOVA_CONF" nova_sched_ext scheduler_driver preemption
+    fi
+    _nova_sched_ext_service_credentials "$NOVA_SCHED_EXT_EVICTOR_SECTION"
+}
+
+# The credentials nova-sched-ext-defrag apply live-migrates with (live
+# migration to a given host needs the admin role under the default
+# policy). The planner and executor are run by an operator, not a service:
+# nothing is started.
+function configure_nova_sched_ext_defrag {
+    _nova_sched_ext_service_credentials "$NOVA_SCHED_EXT_DEFRAG_SECTION"
 }
 
 function configure_nova_sched_ext_fake_virt {
@@ -417,11 +441,16 @@ function configure_tempest_for_nova_sched_ext {
         capacity_api=True
     fi
     iniset "$TEMPEST_CONFIG" nova_sched_ext capacity_api "$capacity_api"
+
+    # The defragmentation scenario runs nova-sched-ext-defrag, which reads
+    # the cloud's databases and [nova_sched_ext_defrag] from nova.conf.
+    iniset "$TEMPEST_CONFIG" nova_sched_ext defrag "$NOVA_SCHED_EXT_DEFRAG"
+    iniset "$TEMPEST_CONFIG" nova_sched_ext defrag_nova_conf "$NOVA_CONF"
 }
 
 # Undo configure_nova_sched_ext and configure_tempest_for_nova_sched_ext.
 function unconfigure_nova_sched_ext {
-    local conf=$NOVA_CONF value option
+    local conf=$NOVA_CONF value option section
     if [[ -f "$conf" ]]; then
         value=$(iniget_multiline "$conf" filter_scheduler available_filters)
         if [[ " $value " == *" $NOVA_SCHED_EXT_AVAILABLE_FILTERS "* ]]; then
@@ -446,8 +475,11 @@ function unconfigure_nova_sched_ext {
         for option in $(_nova_sched_ext_options 2>/dev/null); do
             inidelete "$conf" nova_sched_ext "$option"
         done
-        for option in $NOVA_SCHED_EXT_EVICTOR_AUTH_KEYS region_name; do
-            inidelete "$conf" "$NOVA_SCHED_EXT_EVICTOR_SECTION" "$option"
+        for section in "$NOVA_SCHED_EXT_EVICTOR_SECTION" \
+                "$NOVA_SCHED_EXT_DEFRAG_SECTION"; do
+            for option in $NOVA_SCHED_EXT_SERVICE_AUTH_KEYS region_name; do
+                inidelete "$conf" "$section" "$option"
+            done
         done
     fi
     local fake_conf
@@ -463,7 +495,8 @@ function unconfigure_nova_sched_ext {
     if [[ -n "$TEMPEST_CONFIG" && -f "$TEMPEST_CONFIG" ]]; then
         for option in slot_weigher slot_reference_flavor \
                 slot_reference_refresh_interval deployment_sets \
-                deployment_set_domain_key preemption capacity_api; do
+                deployment_set_domain_key preemption capacity_api defrag \
+                defrag_nova_conf; do
             inidelete "$TEMPEST_CONFIG" nova_sched_ext "$option"
         done
     fi

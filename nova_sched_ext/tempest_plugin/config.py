@@ -71,11 +71,29 @@ NovaSchedExtGroup = [
              'numa-capacity, readable by the admin credentials: its '
              'scenario boots a server and checks that the capacity of its '
              'flavor drops by exactly one.'),
+    cfg.BoolOpt(
+        'defrag',
+        default=False,
+        help='Run the defragmentation scenario: it runs '
+             'nova-sched-ext-defrag plan and apply from cli_dir against the '
+             'cloud, which live-migrates servers between two hosts of one '
+             'NUMA layout. The cloud must live-migrate (the fake NUMA virt '
+             'driver does) and defrag_nova_conf must give the command the '
+             "cloud's databases and [nova_sched_ext_defrag] credentials."),
+    cfg.StrOpt(
+        'defrag_nova_conf',
+        default='/etc/nova/nova.conf',
+        help='The nova.conf that nova-sched-ext-defrag reads in the '
+             'defragmentation scenario (--config-file): the cell and API '
+             'databases, [placement] and the [nova_sched_ext_defrag] '
+             'credentials apply live-migrates with. It must be readable by '
+             'the user running tempest.'),
     cfg.StrOpt(
         'cli_dir',
         default='/usr/local/bin',
         help='Directory of the openstack command (python-openstackclient, '
              'with nova-sched-ext installed next to it) that the capacity '
-             'scenario runs "openstack capacity list" with. The scenario '
-             'is skipped when the directory has no openstack command.'),
+             'scenario runs "openstack capacity list" with, and of '
+             'nova-sched-ext-defrag, which the defragmentation scenario '
+             'runs. A scenario is skipped when its command is not there.'),
 ]

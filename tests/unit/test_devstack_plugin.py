@@ -121,8 +121,8 @@ class LiteIniTest(base.TestCase):
         self.assertEqual(1, out.count('host = '))
 
 
-class PreemptionPluginTest(base.TestCase):
-    """NOVA_SCHED_EXT_PREEMPTION=True: the driver and its credentials."""
+class ServiceUserPluginTest(base.TestCase):
+    """A nova.conf with Nova's [service_user], and the plugin run on it."""
 
     SERVICE_USER = (
         '[service_user]\nsend_service_user_token = True\n'
@@ -130,6 +130,17 @@ class PreemptionPluginTest(base.TestCase):
         'username = nova\npassword = secret\nproject_name = service\n'
         'user_domain_name = Default\nproject_domain_name = Default\n'
         '[placement]\nregion_name = RegionTwo\n')
+    #: what the plugin copies of SERVICE_USER into a credentials section
+    COPIED = ('auth_type = password', 'auth_url = http://keystone/identity',
+              'username = nova', 'password = secret',
+              'project_name = service', 'user_domain_name = Default',
+              'project_domain_name = Default', 'region_name = RegionTwo')
+
+    def assertServiceUserCopied(self, out, section):
+        text = out.split('[%s]\n' % section, 1)[1].split('\n[', 1)[0]
+        for line in self.COPIED:
+            self.assertIn(line + '\n', text + '\n')
+        self.assertNotIn('send_service_user_token', text)
 
     def _conf(self, text):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
@@ -148,19 +159,15 @@ class PreemptionPluginTest(base.TestCase):
                      os.path.dirname(sys.executable), REPO, commands, conf))
         return _bash(script, **env)
 
+
+class PreemptionPluginTest(ServiceUserPluginTest):
+    """NOVA_SCHED_EXT_PREEMPTION=True: the driver and its credentials."""
+
     def test_the_driver_gets_nova_service_user_credentials(self):
         conf = self._conf(self.SERVICE_USER)
         out = self._plugin(conf, 'configure_nova_sched_ext_preemption')
         self.assertIn('[nova_sched_ext]\nscheduler_driver = preemption', out)
-        evictor = out.split('[nova_sched_ext_evictor]\n', 1)[1]
-        for line in ('auth_type = password',
-                     'auth_url = http://keystone/identity',
-                     'username = nova', 'password = secret',
-                     'project_name = service', 'user_domain_name = Default',
-                     'project_domain_name = Default',
-                     'region_name = RegionTwo'):
-            self.assertIn(line + '\n', evictor)
-        self.assertNotIn('send_service_user_token', evictor)
+        self.assertServiceUserCopied(out, 'nova_sched_ext_evictor')
 
     def test_an_explicit_driver_is_kept(self):
         conf = self._conf(self.SERVICE_USER)
@@ -178,6 +185,36 @@ class PreemptionPluginTest(base.TestCase):
                          'Default\nproject_domain_name = Default\n'
                          'region_name', out)
         self.assertIn('[service_user]', out)
+
+
+class DefragPluginTest(ServiceUserPluginTest):
+    """NOVA_SCHED_EXT_DEFRAG=True: the executor's credentials."""
+
+    def test_apply_gets_nova_service_user_credentials(self):
+        conf = self._conf(self.SERVICE_USER)
+        out = self._plugin(conf, 'configure_nova_sched_ext_defrag')
+        self.assertServiceUserCopied(out, 'nova_sched_ext_defrag')
+        # The defragmentation user is not the preemption driver.
+        self.assertNotIn('scheduler_driver', out)
+
+    def test_twice_is_the_same_as_once(self):
+        once = self._plugin(self._conf(self.SERVICE_USER),
+                            'configure_nova_sched_ext_defrag')
+        twice = self._plugin(self._conf(self.SERVICE_USER),
+                             'configure_nova_sched_ext_defrag\n'
+                             'configure_nova_sched_ext_defrag')
+        self.assertEqual(once, twice)
+
+    def test_unstack_takes_the_credentials_out(self):
+        conf = self._conf(self.SERVICE_USER)
+        out = self._plugin(conf, 'configure_nova_sched_ext_defrag\n'
+                                 'configure_nova_sched_ext_preemption\n'
+                                 'unconfigure_nova_sched_ext')
+        for section in ('nova_sched_ext_defrag', 'nova_sched_ext_evictor'):
+            if '[%s]\n' % section in out:
+                self.assertEqual('', out.split(
+                    '[%s]\n' % section, 1)[1].split('[', 1)[0].strip())
+        self.assertIn('username = nova', out.split('[placement]')[0])
 
 
 class CheckConfigDriverTest(base.TestCase):
@@ -425,3 +462,26 @@ class CapacityServicesPluginTest(RecordedPluginTest):
             calls[1:])
         self.assertFalse(os.path.exists(self.capacity_conf))
         self.assertNotIn('capacity_api', self._read(self.tempest_conf))
+
+
+class DefragTempestConfigTest(RecordedPluginTest):
+    """test-config tells tempest whether to run the defrag scenario."""
+
+    def _tempest(self, commands='', **env):
+        self._plugin('source %s/devstack/plugin.sh\n'
+                     'configure_tempest_for_nova_sched_ext\n%s'
+                     % (REPO, commands), services='tempest', **env)
+        return self._read(self.tempest_conf)
+
+    def test_enabled(self):
+        conf = self._tempest(NOVA_SCHED_EXT_DEFRAG='True')
+        self.assertIn('defrag = True\n', conf)
+        self.assertIn('defrag_nova_conf = %s\n' % self.nova_conf, conf)
+
+    def test_off_by_default(self):
+        self.assertIn('defrag = False\n', self._tempest())
+
+    def test_unstack_takes_them_out(self):
+        conf = self._tempest('unconfigure_nova_sched_ext',
+                             NOVA_SCHED_EXT_DEFRAG='True')
+        self.assertNotIn('defrag', conf)

@@ -110,7 +110,7 @@ def find_api_paste_config():
                        % ', '.join(candidates))
 
 
-def _tolerate_newer_sqlalchemy():
+def tolerate_newer_sqlalchemy():
     """Keep Nova 34's test harness working on SQLAlchemy 2.1.
 
     Nova's ``WarningsFixture`` turns every SQLAlchemy deprecation warning
@@ -254,7 +254,7 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
         for group, option, value in self.EXTRA_FLAGS:
             self.flags(group=group, **{option: value})
         super().setUp()
-        _tolerate_newer_sqlalchemy()
+        tolerate_newer_sqlalchemy()
         self.ctxt = nova_context.get_admin_context()
         self.filter_trace = self.useFixture(filter_trace.FilterTrace())
         self.flavor_ids = {}

@@ -173,14 +173,22 @@ class NUMASchedulingTest(base.BaseV2ComputeAdminTest):
 
     # -- servers -------------------------------------------------------------
 
-    def boot(self, flavor, zone, wait_until='ACTIVE', hints=None):
+    def boot(self, flavor, zone, wait_until='ACTIVE', hints=None,
+             host=None):
         """Boot a server into the zone; it is deleted when the test ends.
 
         :param hints: scheduler hints (``os:scheduler_hints``)
+        :param host: ask for this host of the zone (compute API 2.74, which
+            the test class must request, and admin only): unlike a forced
+            ``zone:host``, the scheduler's filters still check it, so a
+            host whose NUMA cells cannot take the server is NoValidHost
         :returns: the server as the admin sees it (with its host).
         """
         extra = {'scheduler_hints': hints} if hints else {}
-        server = self.servers_client.create_server(
+        if host:
+            extra['host'] = host
+        client = self.admin_servers_client if host else self.servers_client
+        server = client.create_server(
             name=data_utils.rand_name(prefix=CONF.resource_name_prefix,
                                       name=self.__class__.__name__),
             imageRef=CONF.compute.image_ref,
@@ -189,12 +197,12 @@ class NUMASchedulingTest(base.BaseV2ComputeAdminTest):
             networks='none', **extra)['server']
         # Cleanups run last-in first-out: delete, then wait for it.
         self.addCleanup(waiters.wait_for_server_termination,
-                        self.servers_client, server['id'], ignore_error=True)
+                        client, server['id'], ignore_error=True)
         self.addCleanup(test_utils.call_and_ignore_notfound_exc,
-                        self.servers_client.delete_server, server['id'])
+                        client.delete_server, server['id'])
         if wait_until:
             waiters.wait_for_server_status(
-                self.servers_client, server['id'], wait_until,
+                client, server['id'], wait_until,
                 raise_on_error=wait_until != 'ERROR')
         return self.admin_servers_client.show_server(server['id'])['server']
 
