@@ -45,6 +45,15 @@ core (no SMT), and memory is in 4 KiB pages.
 The driver also sets the trait named by
 :attr:`nova_sched_ext.virt.layout.Layout.trait` on its resource provider,
 which is how the tempest plugin learns each test host's cells.
+
+Live migration is NUMA-aware, as with the libvirt driver: for an instance
+with a NUMA topology both ends say they support NUMA live migration, so
+the destination's resource tracker claims cells for it there (Nova fits
+the instance to the destination's cells) and the instance takes those
+cells when the migration ends; a rolled-back migration drops that claim.
+Nova's own fake driver says nothing, so Nova moves the instance without a
+claim and it keeps the cell ids it had on the source. After the move the
+source forgets the instance, as a real hypervisor would.
 """
 
 import collections
@@ -205,3 +214,40 @@ class FakeNUMADriver(fake.FakeDriverWithoutFakeNodes):
             provider_tree.remove_traits(nodename, *stale)
         if CONF[GROUP_NAME].publish_layout_trait:
             provider_tree.add_traits(nodename, self.layout.trait)
+
+    # -- live migration ----------------------------------------------------
+
+    def check_can_live_migrate_destination(self, context, instance,
+                                           src_compute_info, dst_compute_info,
+                                           block_migration=False,
+                                           disk_over_commit=False):
+        data = super().check_can_live_migrate_destination(
+            context, instance, src_compute_info, dst_compute_info,
+            block_migration=block_migration,
+            disk_over_commit=disk_over_commit)
+        # Without this flag Nova makes no claim on the destination and the
+        # instance keeps its source cell ids there (the libvirt driver sets
+        # it the same way).
+        if instance.numa_topology:
+            data.dst_supports_numa_live_migration = True
+        return data
+
+    def check_can_live_migrate_source(self, context, instance,
+                                      dest_check_data, block_device_info=None):
+        data = super().check_can_live_migrate_source(
+            context, instance, dest_check_data,
+            block_device_info=block_device_info)
+        # Nova claims on the destination only when both ends agree; this
+        # flag also makes a rollback drop that claim
+        # (drop_move_claim_at_destination).
+        if instance.numa_topology:
+            data.src_supports_numa_live_migration = True
+        return data
+
+    def post_live_migration(self, context, instance, block_device_info,
+                            migrate_data=None):
+        # The instance runs on the destination now (which spawned it in
+        # post_live_migration_at_destination); the source must not keep
+        # reporting it.
+        self.destroy(context, instance, network_info=None,
+                     block_device_info=block_device_info)

@@ -105,6 +105,76 @@ class FakeNUMADriverTest(base.TestCase):
         self.assertIn('only has CPUs 0-3', str(exc))
 
 
+class FakeNUMALiveMigrationTest(base.TestCase):
+    """Both ends ask Nova for a NUMA-aware live migration, as libvirt does."""
+
+    def setUp(self):
+        super().setUp()
+        objects.register_all()
+        flags = self.useFixture(config_fixture.Config(fake_numa.CONF))
+        flags.config(numa_topology='2x4x4096', group=fake_numa.GROUP_NAME)
+        self.driver = fake_numa.FakeNUMADriver(None)
+
+    @staticmethod
+    def _instance(numa_topology):
+        return objects.Instance(
+            uuid='6f0b0ad4-0000-4000-8000-000000000001', id=1,
+            numa_topology=numa_topology,
+            flavor=objects.Flavor(vcpus=2, memory_mb=3072, root_gb=1))
+
+    def _numa_instance(self):
+        return self._instance(objects.InstanceNUMATopology(cells=[
+            objects.InstanceNUMACell(id=0, cpuset={0, 1}, pcpuset=set(),
+                                     memory=3072)]))
+
+    def _checks(self, instance):
+        """The migrate data at the destination, then after the source."""
+        at_destination = self.driver.check_can_live_migrate_destination(
+            None, instance, {}, {})
+        # The manager hands the destination's data to the source.
+        at_source = self.driver.check_can_live_migrate_source(
+            None, instance, at_destination)
+        return at_destination, at_source
+
+    def test_numa_instance_asks_for_a_claim_on_the_destination(self):
+        at_destination, at_source = self._checks(self._numa_instance())
+        # Nova's manager claims the destination's cells only when the
+        # source data carries its flag, and the destination's flag got
+        # there (ComputeManager._source_can_numa_live_migrate).
+        self.assertTrue(at_destination.dst_supports_numa_live_migration)
+        self.assertTrue(at_source.dst_supports_numa_live_migration)
+        self.assertTrue(at_source.src_supports_numa_live_migration)
+
+    def test_instance_without_numa_topology_needs_no_claim(self):
+        at_destination, at_source = self._checks(self._instance(None))
+        self.assertNotIn('dst_supports_numa_live_migration', at_destination)
+        self.assertNotIn('src_supports_numa_live_migration', at_source)
+
+    def test_live_migration_calls_back_the_manager(self):
+        instance = self._numa_instance()
+        post, recover = mock.Mock(), mock.Mock()
+        data = self._checks(instance)[1]
+        self.driver.live_migration(None, instance, 'nse-dest', post,
+                                   recover, migrate_data=data)
+        post.assert_called_once_with(None, instance, 'nse-dest', False,
+                                     data)
+        recover.assert_not_called()
+
+    def test_source_forgets_the_instance_after_the_move(self):
+        instance = self._numa_instance()
+        self.driver.spawn(None, instance, None, None, None, None)
+        self.assertEqual([instance.uuid], self.driver.list_instance_uuids())
+
+        self.driver.post_live_migration(None, instance, None)
+
+        self.assertEqual([], self.driver.list_instance_uuids())
+
+    def test_destination_starts_tracking_the_instance(self):
+        instance = self._numa_instance()
+        self.driver.post_live_migration_at_destination(None, instance, [])
+        self.assertEqual([instance.uuid], self.driver.list_instance_uuids())
+
+
 class FakeNUMAComputeTest(base.TestCase):
     """nova_sched_ext.virt.compute makes the driver loadable by Nova."""
 
