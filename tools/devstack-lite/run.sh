@@ -537,7 +537,7 @@ function supervise {
     done
 }
 
-MULTISCHED=${NSE_LITE_MULTISCHED:-burst faults}
+MULTISCHED=${NSE_LITE_MULTISCHED-burst faults}
 if _nova_sched_ext_own_scheduler && [[ -n "$MULTISCHED" ]]; then
     export NSE_LITE_FAULTS_DIR=$FAULTS_DIR NSE_LITE_PIDDIR=$PIDDIR
     export NSE_LITE_REDIS_PORT=$REDIS_PORT
