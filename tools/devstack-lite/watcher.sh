@@ -53,6 +53,10 @@ function watcher_write_conf {
     iniset "$WATCHER_CONF" DEFAULT debug True
     iniset "$WATCHER_CONF" DEFAULT transport_url "$TRANSPORT_URL"
     iniset "$WATCHER_CONF" DEFAULT host nse-lite-watcher
+    # Teardown stops every service at once and kills what is left after
+    # 15 s; the decision engine's model refresh, retrying a keystone that is
+    # gone, would hold it for the default 60 s.
+    iniset "$WATCHER_CONF" DEFAULT graceful_shutdown_timeout 5
     iniset "$WATCHER_CONF" database connection "$(db_url "$WATCHER_DATABASE")"
     iniset "$WATCHER_CONF" api host 127.0.0.1
     iniset "$WATCHER_CONF" api port "$WATCHER_PORT"
