@@ -52,6 +52,10 @@
 #                        the three schedulers ("burst", "faults", "soak")
 #                        ["burst faults"; empty: none]
 #   NSE_LITE_SOAK_REQUESTS  requests of "soak" [300]
+#   NSE_LITE_WATCHER     1: then the Watcher stage (watcher.sh: live Watcher
+#                        services, an audit of the package's strategy, its
+#                        action plan applied), on port PORT_BASE + 8; not
+#                        part of CI [0]
 # and any devstack/plugin variable of tools/devstack-lite/localrc.
 set -o errexit -o pipefail
 
@@ -70,6 +74,8 @@ DB_PREFIX=${NSE_LITE_DB_PREFIX:-nse}
 RABBIT_VHOST=${DB_PREFIX}_lite
 TEST_REGEX=${NSE_LITE_TEST_REGEX:-'^nova_sched_ext\.tempest_plugin\.'}
 DATABASES="${DB_PREFIX}_keystone ${DB_PREFIX}_placement ${DB_PREFIX}_nova_api ${DB_PREFIX}_nova ${DB_PREFIX}_nova_cell0"
+LITE_WATCHER=${NSE_LITE_WATCHER:-0}
+[[ "$LITE_WATCHER" == 1 ]] && DATABASES+=" ${DB_PREFIX}_watcher"
 PASSWORD=nse-lite-secret
 IMAGE_ID=5e1ec7ed-0000-4000-8000-00000000a1fe
 
@@ -571,4 +577,12 @@ if _nova_sched_ext_own_scheduler && [[ -n "$MULTISCHED" ]]; then
     if [[ $multisched_status -ne 0 ]]; then
         exit 1
     fi
+fi
+
+# -- opt-in: Watcher's audit, action plan and applier (watcher.sh) -----------
+
+if [[ "$LITE_WATCHER" == 1 ]]; then
+    # shellcheck source=tools/devstack-lite/watcher.sh
+    source "$LITE_DIR/watcher.sh"
+    watcher_stage
 fi
