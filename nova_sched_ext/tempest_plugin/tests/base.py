@@ -135,6 +135,26 @@ class NUMASchedulingTest(base.BaseV2ComputeAdminTest):
                 'found %d' % (at_least, layout_mod.TRAIT_PREFIX, len(hosts)))
         return hosts
 
+    def empty_hosts_alike(self, count, alike, need, accept=None):
+        """``count`` empty described hosts with the same ``alike(host)``.
+
+        The first such group in host name order, of the hosts ``accept``
+        takes (all by default); ``need`` says what the scenario needs when
+        there is none (the skip reason).
+        """
+        hosts = self.empty_described_hosts(at_least=count)
+        groups = {}
+        for name in sorted(hosts):
+            host = hosts[name]
+            if accept is None or accept(host):
+                groups.setdefault(alike(host), []).append(host)
+        for group in groups.values():
+            if len(group) >= count:
+                return group[:count]
+        raise self.skipException('needs %s; found %s' % (need, ', '.join(
+            '%s=%s' % (name, host.layout)
+            for name, host in sorted(hosts.items()))))
+
     # -- availability zones ------------------------------------------------
 
     def create_aggregate(self, hosts, zone=False, metadata=None):
@@ -212,7 +232,9 @@ class NUMASchedulingTest(base.BaseV2ComputeAdminTest):
 
     def assert_no_valid_host(self, server):
         """The server is in ERROR because the scheduler found no host."""
-        shown = self.servers_client.show_server(server['id'])['server']
+        # The admin sees the servers of every project (boot(host=...)
+        # creates them as the admin).
+        shown = self.admin_servers_client.show_server(server['id'])['server']
         self.assertEqual('ERROR', shown['status'])
         self.assertIn('No valid host', shown.get('fault', {}).get(
             'message', ''), 'fault: %s' % shown.get('fault'))

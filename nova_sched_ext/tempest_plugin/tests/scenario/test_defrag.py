@@ -127,22 +127,6 @@ class DefragTest(base.NUMASchedulingTest):
 
     # -- the cloud -----------------------------------------------------------
 
-    def two_hosts_of_one_layout(self):
-        """Two empty hosts of one layout with two cells or more."""
-        by_layout = {}
-        for name, host in sorted(self.empty_described_hosts(2).items()):
-            if host.layout.cells >= 2:
-                by_layout.setdefault(host.layout, []).append(host)
-        for layout, hosts in sorted(by_layout.items(),
-                                    key=lambda item: item[0].spec):
-            if len(hosts) >= 2:
-                return hosts[:2]
-        raise self.skipException(
-            'needs two empty hosts of one NUMA layout with two cells or '
-            'more; found %s' % ', '.join(sorted(
-                '%s=%s' % (name, host.layout) for name, host in
-                self.described_hosts().items())))
-
     def flavors(self, hosts):
         """(small, large) flavors sized to the hosts, as described above."""
         layout = hosts[0].layout
@@ -166,7 +150,10 @@ class DefragTest(base.NUMASchedulingTest):
 
         :returns: (zone, small flavor, large flavor, {server id: host})
         """
-        hosts = self.two_hosts_of_one_layout()
+        hosts = self.empty_hosts_alike(
+            2, lambda host: host.layout,
+            'two empty hosts of one NUMA layout with two cells or more',
+            accept=lambda host: host.layout.cells >= 2)
         zone = self.create_zone([host.name for host in hosts])
         small, large = self.flavors(hosts)
         # Cleanups run last first: this one after the servers are deleted.
@@ -260,8 +247,7 @@ class DefragTest(base.NUMASchedulingTest):
             'ERROR', third['status'],
             'a third small got a cell on %s: the migration claimed no cell '
             'there for the moved server' % move['target'])
-        self.assertIn('No valid host',
-                      third.get('fault', {}).get('message', ''), third)
+        self.assert_no_valid_host(third)
         server = self.boot(large, zone)
         self.assertEqual(move['source'], self.host_of(server))
 

@@ -60,22 +60,6 @@ class NUMASlotWeigherTest(base.NUMASchedulingTest):
                 '([nova_sched_ext] slot_reference_refresh_interval); the '
                 'scenario needs 1 to %d s' % (interval, MAX_REFRESH_WAIT))
 
-    def _two_alike_hosts(self):
-        hosts = self.empty_described_hosts(at_least=2)
-        by_shape = {}
-        for name in sorted(hosts):
-            host = hosts[name]
-            key = (host.layout, host.room('VCPU'), host.room('MEMORY_MB'))
-            by_shape.setdefault(key, []).append(host)
-        for alike in by_shape.values():
-            if len(alike) >= 2:
-                return alike[:2]
-        raise self.skipException(
-            'needs two empty hosts with the same NUMA layout and room; '
-            'found %s' % ', '.join(
-                '%s=%s' % (name, host.layout)
-                for name, host in sorted(hosts.items())))
-
     def _create_reference_flavor(self, host):
         """The protected flavor: all an empty host of this layout offers.
 
@@ -100,7 +84,10 @@ class NUMASlotWeigherTest(base.NUMASchedulingTest):
 
     @decorators.idempotent_id('a1f8301e-8c11-4145-b718-9768ae19e0cd')
     def test_small_servers_share_a_host_to_keep_room_for_a_large_one(self):
-        first_host, second_host = self._two_alike_hosts()
+        first_host, second_host = self.empty_hosts_alike(
+            2, lambda host: (host.layout, host.room('VCPU'),
+                             host.room('MEMORY_MB')),
+            'two empty hosts with the same NUMA layout and room')
         zone = self.create_zone([first_host.name, second_host.name])
         large = self._create_reference_flavor(first_host)
         small = self.create_numa_flavor(vcpus=1, memory_mb=256, numa_nodes=1)
