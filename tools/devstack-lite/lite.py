@@ -116,22 +116,31 @@ class Identity:
                       % (self.url, project['id'], user['id'], role['id']))
 
 
+def service_user(identity, name):
+    """The service user ``name``: admin and service in project service.
+
+    As devstack creates the users of its services; idempotent.
+    """
+    project = identity.ensure(
+        'projects', {'name': 'service', 'domain_id': 'default',
+                     'description': 'devstack-lite service users'},
+        name='service', domain_id='default')
+    user = identity.ensure(
+        'users', {'name': name, 'domain_id': 'default',
+                  'password': ENV['NSE_LITE_PASSWORD'],
+                  'default_project_id': project['id']},
+        name=name, domain_id='default')
+    for role in ('admin', 'service'):
+        identity.grant(project, user, role)
+    return user
+
+
 def keystone_setup(args):
     identity = Identity(_admin_session())
     region = ENV.get('NSE_LITE_REGION', 'RegionOne')
     identity.ensure_region(region)
-    service_project = identity.ensure(
-        'projects', {'name': 'service', 'domain_id': 'default',
-                     'description': 'devstack-lite service users'},
-        name='service', domain_id='default')
     for name in ('nova', 'placement'):
-        user = identity.ensure(
-            'users', {'name': name, 'domain_id': 'default',
-                      'password': ENV['NSE_LITE_PASSWORD'],
-                      'default_project_id': service_project['id']},
-            name=name, domain_id='default')
-        for role in ('admin', 'service'):
-            identity.grant(service_project, user, role)
+        service_user(identity, name)
     for name, service_type, url in (
             ('nova', 'compute', ENV['NSE_LITE_NOVA_URL'] + '/v2.1'),
             ('placement', 'placement', ENV['NSE_LITE_PLACEMENT_URL']),

@@ -80,17 +80,7 @@ def api_application(conf):
 def keystone_setup(args):
     import lite
 
-    identity = lite.Identity(lite._admin_session())
-    project = identity.ensure(
-        'projects', {'name': 'service', 'domain_id': 'default'},
-        name='service', domain_id='default')
-    user = identity.ensure(
-        'users', {'name': 'watcher', 'domain_id': 'default',
-                  'password': ENV['NSE_LITE_PASSWORD'],
-                  'default_project_id': project['id']},
-        name='watcher', domain_id='default')
-    for role in ('admin', 'service'):
-        identity.grant(project, user, role)
+    lite.service_user(lite.Identity(lite._admin_session()), 'watcher')
     print('keystone user watcher (admin, service in project service)')
     return 0
 
