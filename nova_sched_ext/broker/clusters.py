@@ -53,6 +53,11 @@ _TRUE = ('1', 'true', 'yes', 'on')
 UNREACHABLE = (ks_exc.ClientException, sdk_exc.SDKException, OSError)
 
 
+# Polls of a boot's servers that may fail in a row before the boot is
+# given up on as the cluster's failure.
+POLLS_BEFORE_GIVING_UP = 3
+
+
 def one_line(exc):
     text = ' '.join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + '...'
@@ -249,12 +254,28 @@ class ClusterClient:
 
     def _wait_active(self, name, token, count, timeout, poll_interval):
         deadline = self._clock() + timeout
+        failed_polls = 0
         while True:
             try:
                 servers = self._servers_of(name, token)
             except UNREACHABLE as exc:
-                raise BootFailed('the cluster stopped answering during the '
-                                 'boot: %s' % one_line(exc))
+                # One dropped poll (a kept-alive connection the API closed
+                # as the request went out, a proxy restarting) says little
+                # about the boot; deleting a boot that is going well for it
+                # would.  A cluster that keeps failing is given up on.
+                failed_polls += 1
+                if failed_polls >= POLLS_BEFORE_GIVING_UP or \
+                        self._clock() >= deadline:
+                    raise BootFailed(
+                        'the cluster stopped answering during the boot '
+                        '(%d polls in a row failed): %s'
+                        % (failed_polls, one_line(exc)))
+                LOG.warning('Cluster %s: poll %d of the boot %s failed, '
+                            'polling again: %s', self.cluster.name,
+                            failed_polls, name, one_line(exc))
+                self._sleep(poll_interval)
+                continue
+            failed_polls = 0
             failed = [s for s in servers if s.status == 'ERROR']
             if failed:
                 fault = (failed[0].fault or {}).get('message') or 'no fault'

@@ -17,6 +17,7 @@ servers landed, and that no server and no port is left anywhere else.
 """
 
 from nova_sched_ext.broker import choosers
+from nova_sched_ext.broker import clusters as broker_clusters
 from nova_sched_ext.broker import planning
 from nova_sched_ext.broker import service
 
@@ -256,6 +257,51 @@ class TestFallback(BrokerTest):
         for cloud in self.clouds.values():
             self.assertEqual({}, cloud.servers)
             self.assertEqual({}, cloud.ports)
+
+    def _drop_polls(self, cloud, drops):
+        """Make the next ``drops`` server listings fail as dropped ones."""
+        real_servers = cloud.compute.servers
+        left = [drops]
+
+        def servers(**kw):
+            if left[0] > 0:
+                left[0] -= 1
+                raise fake_cloud.ks_exc.ConnectFailure(
+                    "('Connection aborted.', RemoteDisconnected('Remote end "
+                    "closed connection without response'))")
+            return real_servers(**kw)
+        cloud.compute.servers = servers
+        return left
+
+    def test_a_dropped_poll_does_not_fail_the_boot(self):
+        room = {'east-1': {h.NORMAL_SINGLE: 8},
+                'east-2': {h.NORMAL_SINGLE: 3}}
+        broker = self.world(room)
+        east1 = self.clouds['east-1']
+        left = self._drop_polls(
+            east1, broker_clusters.POLLS_BEFORE_GIVING_UP - 1)
+        result = broker.place(request())
+        self.assertEqual(0, left[0])
+        self.assertPlaced(result, 'east-1', h.NORMAL_SINGLE)
+        self.assertEqual([('east-1', 'active')],
+                         [(a.cluster, a.outcome) for a in result.attempts])
+
+    def test_a_cluster_that_keeps_failing_polls_is_given_up(self):
+        room = {'east-1': {h.NORMAL_SINGLE: 8},
+                'east-2': {h.NORMAL_SINGLE: 3}}
+        broker = self.world(room)
+        east1 = self.clouds['east-1']
+        self._drop_polls(east1, broker_clusters.POLLS_BEFORE_GIVING_UP)
+        result = broker.place(request())
+        self.assertPlaced(result, 'east-2', h.NORMAL_SINGLE)
+        self.assertEqual([('east-1', 'failed'), ('east-2', 'active')],
+                         [(a.cluster, a.outcome) for a in result.attempts])
+        self.assertIn('stopped answering during the boot (%d polls in a row '
+                      'failed)' % broker_clusters.POLLS_BEFORE_GIVING_UP,
+                      result.attempts[0].reason)
+        # the boot given up on was deleted, ports and all
+        self.assertEqual({}, east1.servers)
+        self.assertEqual({}, east1.ports)
 
     def test_a_cleanup_that_cannot_finish_stops_the_request(self):
         room = {'east-1': {h.NORMAL_SINGLE: 8},
