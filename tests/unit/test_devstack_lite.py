@@ -23,9 +23,12 @@ import importlib.util
 import json
 import os
 import re
+import runpy
 import signal
+import socket
 import subprocess
 import threading
+import types
 
 import fixtures
 
@@ -88,8 +91,9 @@ class LiteFunctionsTest(base.TestCase):
         argv, env = uwsgi.gunicorn_command(options, '/venv/bin/gunicorn',
                                            'nse-api')
         self.assertEqual({'NAME': 'value', 'SCRIPT_NAME': '/numa'}, env)
-        self.assertEqual(['/venv/bin/gunicorn', '--bind', '127.0.0.1:35354'],
-                         argv[:3])
+        self.assertEqual(['/venv/bin/gunicorn', '-c',
+                          os.path.join(LITE, 'gunicorn_conf.py'),
+                          '--bind', '127.0.0.1:35354'], argv[:5])
         self.assertEqual(['--name', 'nse-api',
                           "wsgi_app:load('pkg.wsgi:application')"],
                          argv[-3:])
@@ -133,6 +137,121 @@ class LiteFunctionsTest(base.TestCase):
             f.write('[uwsgi]\nhttp-socket = :1\nmount = /a=a:b\n')
         self.assertRaises(ValueError, uwsgi.gunicorn_command,
                           self._ini(), 'gunicorn')
+
+
+class GunicornSettingsTest(base.TestCase):
+    """gunicorn_conf.py names only settings gunicorn knows."""
+
+    def test_every_name_is_a_gunicorn_setting(self):
+        try:
+            from gunicorn import config as gunicorn_config
+        except ImportError:
+            self.skipTest('gunicorn is not installed here (devstack-lite '
+                          'installs it in its own virtualenv)')
+        settings = gunicorn_config.Config().settings
+        namespace = runpy.run_path(os.path.join(LITE, 'gunicorn_conf.py'))
+        names = {name for name, value in namespace.items()
+                 if not name.startswith('_')
+                 and not isinstance(value, types.ModuleType)}
+        self.assertEqual(set(), names - set(settings))
+        # The reason the file exists: kept-alive connections outlive the
+        # 2 s polls of the clients.
+        self.assertGreater(namespace['keepalive'], 10)
+
+
+class LiteServicesTest(base.TestCase):
+    """services.sh: the ports check before start, the report of an exit."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+
+    def _bash(self, commands):
+        script = ('LITE_DIR=%s VENV=/nonexistent LOGDIR=%s PIDDIR=%s\n'
+                  'source %s/functions.sh\nsource %s/services.sh\n%s\n'
+                  % (LITE, self.dir, self.dir, LITE, LITE, commands))
+        return subprocess.run(['bash', '-c', script], capture_output=True,
+                              text=True, timeout=60)
+
+    def _free_port(self):
+        with socket.socket() as probe:
+            probe.bind(('127.0.0.1', 0))
+            return probe.getsockname()[1]
+
+    @staticmethod
+    def _first_free(ports):
+        for port in ports:
+            try:
+                with socket.socket() as probe:
+                    probe.bind(('127.0.0.1', port))
+            except OSError:
+                continue
+            return port
+        return None
+
+    def test_free_ports_pass(self):
+        port = self._free_port()
+        done = self._bash('require_ports_free "pick others" %d && echo ok'
+                          % port)
+        self.assertEqual(0, done.returncode, done.stderr)
+        self.assertEqual('ok', done.stdout.strip())
+
+    def test_a_listening_port_is_refused(self):
+        with socket.socket() as server:
+            server.bind(('127.0.0.1', 0))
+            server.listen()
+            port = server.getsockname()[1]
+            done = self._bash('require_ports_free "pick others" %d; '
+                              'echo not reached' % port)
+        self.assertEqual(1, done.returncode)
+        self.assertNotIn('not reached', done.stdout)
+        self.assertIn('port %d cannot be bound (Address already in use); '
+                      'pick others' % port, done.stderr)
+
+    def test_a_client_socket_on_the_port_is_refused(self):
+        # What failed CI once: an outgoing connection held the port as its
+        # local port, so a connect test found it free and keystone's bind
+        # failed.  The check binds as the services do.
+        with socket.socket() as server, socket.socket() as client:
+            server.bind(('127.0.0.1', 0))
+            server.listen()
+            client.bind(('127.0.0.1', 0))
+            client.connect(server.getsockname())
+            port = client.getsockname()[1]
+            self.assertFalse(self._bash('port_in_use %d' % port).returncode
+                             == 0, 'a connect test sees the port as taken')
+            done = self._bash('require_ports_free "pick others" %d' % port)
+        self.assertEqual(1, done.returncode)
+        self.assertIn('port %d cannot be bound' % port, done.stderr)
+
+    def test_ports_in_the_ephemeral_range_warn(self):
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as ranges:
+            low, high = (int(value) for value in ranges.read().split())
+        inside = self._first_free(range(low, min(high, low + 200)))
+        outside = self._first_free(range(low - 1, max(1024, low - 200), -1))
+        if inside is None or outside is None:
+            self.skipTest('no free port on either side of %d' % low)
+        done = self._bash('require_ports_free "pick others" %d %d'
+                          % (outside, inside))
+        self.assertEqual(0, done.returncode, done.stderr)
+        self.assertIn('[WARNING] %d in the ephemeral range %d-%d'
+                      % (inside, low, high), done.stderr)
+        self.assertNotIn(str(outside) + ',', done.stderr)
+        done = self._bash('require_ports_free "pick others" %d' % outside)
+        self.assertEqual('', done.stderr)
+
+    def test_an_exited_service_shows_its_last_lines(self):
+        with open(os.path.join(self.dir, 'key.log'), 'w') as log:
+            log.write('\n'.join('line %d' % n for n in range(30)))
+            log.write('\n[ERROR] Connection in use: (127.0.0.1, 28370)\n')
+        done = self._bash('die_exited key 81; echo not reached')
+        self.assertEqual(1, done.returncode)
+        self.assertNotIn('not reached', done.stdout)
+        self.assertIn('Connection in use: (127.0.0.1, 28370)', done.stderr)
+        self.assertIn('line 29', done.stderr)
+        self.assertNotIn('line 5\n', done.stderr)
+        self.assertIn('[ERROR] (line 81) key exited; see %s/key.log'
+                      % self.dir, done.stderr)
 
 
 def _load(name):

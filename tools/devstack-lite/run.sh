@@ -40,7 +40,8 @@
 #   NSE_LITE_WORK        work directory [<repo>/.tox/devstack-lite]
 #   NSE_LITE_REUSE_VENV  1: keep an existing virtualenv [0: build a new one]
 #   NSE_LITE_PYTHON      interpreter for the virtualenv [python3]
-#   NSE_LITE_PORT_BASE   first of eight consecutive TCP ports [35350]
+#   NSE_LITE_PORT_BASE   first of eight consecutive TCP ports, best below
+#                        net.ipv4.ip_local_port_range [28350]
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
 #   NSE_LITE_DB_PREFIX   prefix of the databases <prefix>_keystone, ... and
 #                        of the RabbitMQ vhost <prefix>_lite [nse]
@@ -67,7 +68,7 @@ LOGDIR=$WORK/logs
 PIDDIR=$WORK/pids
 ETC=$WORK/etc
 RUN_TIMEOUT=${NSE_LITE_TIMEOUT:-2400}
-PORT_BASE=${NSE_LITE_PORT_BASE:-35350}
+PORT_BASE=${NSE_LITE_PORT_BASE:-28350}
 DB_URL=${NSE_LITE_DB_URL:-mysql+pymysql://root@127.0.0.1:3306}
 RABBIT=${NSE_LITE_RABBIT:-127.0.0.1:5672}
 DB_PREFIX=${NSE_LITE_DB_PREFIX:-nse}
@@ -217,13 +218,9 @@ PYTHON=${NSE_LITE_PYTHON:-python3}
 import sys
 sys.exit(sys.version_info < (3, 11))
 PY
-for port in $KEYSTONE_PORT $PLACEMENT_PORT $NOVA_API_PORT $STUB_PORT \
-        $CAPACITY_PORT $REDIS_PORT $PLACEMENT_PROXY_PORT $COMPUTE_PROXY_PORT; do
-    if port_in_use "$port"; then
-        die $LINENO "port $port is in use; set NSE_LITE_PORT_BASE to a" \
-            "free range of eight ports"
-    fi
-done
+require_ports_free "set NSE_LITE_PORT_BASE to a free range of eight ports" \
+    $KEYSTONE_PORT $PLACEMENT_PORT $NOVA_API_PORT $STUB_PORT \
+    $CAPACITY_PORT $REDIS_PORT $PLACEMENT_PROXY_PORT $COMPUTE_PROXY_PORT
 if ! port_in_use "${RABBIT##*:}"; then
     die $LINENO "RabbitMQ does not answer on $RABBIT"
 fi
@@ -354,9 +351,8 @@ run_process placement-api "$(gunicorn_command placement.wsgi.api \
 ENABLED_SERVICES+=",stub"
 # Nova asks for the ports of up to 150 servers in one URL when it lists
 # them: no limit on the request line.
-run_process stub "$VENV/bin/gunicorn --bind 127.0.0.1:$STUB_PORT \
-    --workers 1 --threads 4 --no-control-socket --limit-request-line 0 \
-    --pythonpath $LITE_DIR stub_services:application" "" "" "NSE_LITE_IMAGE_ID=$IMAGE_ID"
+run_process stub "$(gunicorn_serve "$STUB_PORT" stub_services:application \
+    --limit-request-line 0)" "" "" "NSE_LITE_IMAGE_ID=$IMAGE_ID"
 wait_http placement-api "$PLACEMENT_URL/"
 wait_http stub "$STUB_URL/image/"
 

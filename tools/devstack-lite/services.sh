@@ -78,7 +78,7 @@ function wait_http {
     until "$VENV/bin/python" "$LITE_DIR/lite.py" wait-http "$url" \
             --timeout 3 > /dev/null 2>&1; do
         if ! is_process_running "$service"; then
-            die $LINENO "$service exited; see $LOGDIR/$service.log"
+            die_exited "$service" $LINENO
         fi
         if [[ $((SECONDS - started)) -ge $timeout ]]; then
             die $LINENO "$service did not answer on $url in $timeout s"
@@ -94,7 +94,7 @@ function wait_log {
                END { printf "%s", run }' "$LOGDIR/$service.log" 2>/dev/null \
             | grep -q "$pattern"; do
         if ! is_process_running "$service"; then
-            die $LINENO "$service exited; see $LOGDIR/$service.log"
+            die_exited "$service" $LINENO
         fi
         if [[ $waited -ge $((timeout * 2)) ]]; then
             die $LINENO "$service did not log '$pattern' in $timeout s"
@@ -104,22 +104,74 @@ function wait_log {
     done
 }
 
+# True if something answers on 127.0.0.1:PORT (RabbitMQ is up, say).
 function port_in_use {
     (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null
+}
+
+# Die unless every PORT can be bound as the services will bind it.  A
+# connect test is not enough: a client socket whose local port is PORT
+# (an outgoing connection given PORT from the ephemeral range) answers no
+# connect, yet the service's bind fails with "Address already in use".
+# Warn for a port inside the kernel's ephemeral range: an outgoing
+# connection can take it between this check and the service's start.
+function require_ports_free {
+    local hint=$1
+    shift
+    "${PYTHON:-python3}" - "$hint" "$@" <<'PY' || exit 1
+import socket
+import sys
+
+hint, ports = sys.argv[1], [int(port) for port in sys.argv[2:]]
+try:
+    with open('/proc/sys/net/ipv4/ip_local_port_range') as ranges:
+        low, high = (int(value) for value in ranges.read().split())
+except (OSError, ValueError):
+    low, high = 0, -1
+for port in ports:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(('127.0.0.1', port))
+        except OSError as error:
+            sys.exit('[ERROR] port %d cannot be bound (%s); %s'
+                     % (port, error.strerror, hint))
+inside = [port for port in ports if low <= port <= high]
+if inside:
+    print('[WARNING] %s in the ephemeral range %d-%d '
+          '(net.ipv4.ip_local_port_range): an outgoing connection may take '
+          'it before its service binds it; %s'
+          % (', '.join(map(str, inside)), low, high, hint), file=sys.stderr)
+PY
+}
+
+# Die because SERVICE exited, with the end of its log: CI keeps no logs.
+function die_exited {
+    local service=$1 line=$2
+    echo "----- last lines of $LOGDIR/$service.log" >&2
+    tail -n 20 "$LOGDIR/$service.log" >&2 2>/dev/null || true
+    die "$line" "$service exited; see $LOGDIR/$service.log"
 }
 
 function db_url {
     echo "$DB_URL/$1?charset=utf8"
 }
 
+# gunicorn serving APP (a "module:callable" of tools/devstack-lite) on
+# 127.0.0.1:PORT, with the settings every API here shares
+# (gunicorn_conf.py); further arguments go before APP.
+function gunicorn_serve {
+    local port=$1 app=$2
+    shift 2
+    echo "$VENV/bin/gunicorn -c $LITE_DIR/gunicorn_conf.py" \
+        "--bind 127.0.0.1:$port $* '$app'"
+}
+
 # gunicorn serving a WSGI module's "application" (wsgi_app.py says why the
 # indirection).
 function gunicorn_command {
     local module=$1 port=$2
-    echo "$VENV/bin/gunicorn --bind 127.0.0.1:$port --workers 1" \
-        "--worker-class gthread --threads 4 --timeout 300" \
-        "--graceful-timeout 5 --no-control-socket" \
-        "--pythonpath $LITE_DIR 'wsgi_app:load(\"$module\")'"
+    gunicorn_serve "$port" "wsgi_app:load(\"$module\")"
 }
 
 # Written like lib/keystone, lib/placement and lib/nova configure auth.

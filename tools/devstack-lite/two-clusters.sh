@@ -32,7 +32,8 @@
 #                        the package; one that run.sh built is reused
 #                        [$NSE_LITE_WORK/venv, built if missing]
 #   NSE_LITE_PYTHON      interpreter for a new virtualenv [python3]
-#   NSE_LITE_CLUSTERS_PORT_BASE  first of nine consecutive TCP ports [35370]
+#   NSE_LITE_CLUSTERS_PORT_BASE  first of nine consecutive TCP
+#                        ports, best below the ephemeral range [28370]
 #   NSE_LITE_DB_PREFIX   prefix of the databases and vhosts [nse2c]
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
 #   NSE_LITE_RABBIT      RabbitMQ host:port, user guest/guest [127.0.0.1:5672]
@@ -46,7 +47,7 @@ WORK=${NSE_LITE_WORK:-$REPO/.tox/devstack-lite-clusters}
 VENV=${NSE_LITE_VENV:-$WORK/venv}
 ETC=$WORK/etc
 RUN_TIMEOUT=${NSE_LITE_TIMEOUT:-1200}
-PORT_BASE=${NSE_LITE_CLUSTERS_PORT_BASE:-35370}
+PORT_BASE=${NSE_LITE_CLUSTERS_PORT_BASE:-28370}
 DB_URL=${NSE_LITE_DB_URL:-mysql+pymysql://root@127.0.0.1:3306}
 RABBIT=${NSE_LITE_RABBIT:-127.0.0.1:5672}
 PREFIX=${NSE_LITE_DB_PREFIX:-nse2c}
@@ -188,10 +189,8 @@ trap 'echo "interrupted"; exit 130' INT TERM
 # -- preflight and virtualenv -------------------------------------------------
 
 step "preflight"
-for port in $(seq "$PORT_BASE" $((PORT_BASE + 8))); do
-    port_in_use "$port" && die $LINENO "port $port is in use; set" \
-        "NSE_LITE_CLUSTERS_PORT_BASE to a free range of nine ports"
-done
+require_ports_free \
+    "set NSE_LITE_CLUSTERS_PORT_BASE to a free range of nine ports" $(seq "$PORT_BASE" $((PORT_BASE + 8)))
 port_in_use "${RABBIT##*:}" || die $LINENO "RabbitMQ does not answer on $RABBIT"
 command -v rabbitmqctl > /dev/null ||
     die $LINENO "rabbitmqctl is needed for the clusters' vhosts"

@@ -97,12 +97,10 @@ def gunicorn_command(options, gunicorn, name=None):
         env[key] = value
     if script_name:
         env['SCRIPT_NAME'] = script_name
-    argv = [gunicorn, '--bind', address,
+    argv = [gunicorn, '-c', os.path.join(LITE_DIR, 'gunicorn_conf.py'),
+            '--bind', address,
             '--workers', _last(options, 'processes', '1'),
-            '--worker-class', 'gthread',
-            '--threads', _last(options, 'threads', '4'),
-            '--timeout', '300', '--graceful-timeout', '5',
-            '--no-control-socket', '--pythonpath', LITE_DIR]
+            '--threads', _last(options, 'threads', '4')]
     if name:
         argv += ['--name', name]
     argv.append('wsgi_app:load(%r)' % application)

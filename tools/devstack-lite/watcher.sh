@@ -84,9 +84,7 @@ function watcher_write_conf {
 
 function watcher_stage {
     step "Watcher: python-watcher, database, keystone, watcher.conf"
-    if port_in_use "$WATCHER_PORT"; then
-        die $LINENO "port $WATCHER_PORT (Watcher's API) is in use"
-    fi
+    require_ports_free "Watcher's API needs port PORT_BASE + 8" "$WATCHER_PORT"
     watcher_install
     "$VENV/bin/python" "$LITE_DIR/watcher_e2e.py" keystone-setup
     get_or_create_service watcher infra-optim "Watcher Infrastructure Optimization" \
@@ -108,10 +106,8 @@ function watcher_stage {
 
     step "Watcher: watcher-api, watcher-decision-engine, watcher-applier"
     ENABLED_SERVICES+=",watcher-api,watcher-decision-engine,watcher-applier"
-    run_process watcher-api "$VENV/bin/gunicorn --bind 127.0.0.1:$WATCHER_PORT \
---workers 1 --worker-class gthread --threads 4 --timeout 300 \
---graceful-timeout 5 --no-control-socket --pythonpath $LITE_DIR \
-'watcher_e2e:api_application(\"$WATCHER_CONF\")'"
+    run_process watcher-api "$(gunicorn_serve "$WATCHER_PORT" \
+        "watcher_e2e:api_application(\"$WATCHER_CONF\")")"
     run_process watcher-decision-engine \
         "$VENV/bin/watcher-decision-engine --config-file $WATCHER_CONF"
     run_process watcher-applier \
