@@ -190,7 +190,8 @@ trap 'echo "interrupted"; exit 130' INT TERM
 
 step "preflight"
 require_ports_free \
-    "set NSE_LITE_CLUSTERS_PORT_BASE to a free range of nine ports" $(seq "$PORT_BASE" $((PORT_BASE + 8)))
+    "set NSE_LITE_CLUSTERS_PORT_BASE to a free range of nine ports" \
+    $(seq "$PORT_BASE" $((PORT_BASE + 8)))
 port_in_use "${RABBIT##*:}" || die $LINENO "RabbitMQ does not answer on $RABBIT"
 command -v rabbitmqctl > /dev/null ||
     die $LINENO "rabbitmqctl is needed for the clusters' vhosts"
