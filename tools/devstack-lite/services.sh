@@ -78,7 +78,7 @@ function wait_http {
     until "$VENV/bin/python" "$LITE_DIR/lite.py" wait-http "$url" \
             --timeout 3 > /dev/null 2>&1; do
         if ! is_process_running "$service"; then
-            die_exited "$service" $LINENO
+            die $LINENO "$service exited; see $LOGDIR/$service.log"
         fi
         if [[ $((SECONDS - started)) -ge $timeout ]]; then
             die $LINENO "$service did not answer on $url in $timeout s"
@@ -94,7 +94,7 @@ function wait_log {
                END { printf "%s", run }' "$LOGDIR/$service.log" 2>/dev/null \
             | grep -q "$pattern"; do
         if ! is_process_running "$service"; then
-            die_exited "$service" $LINENO
+            die $LINENO "$service exited; see $LOGDIR/$service.log"
         fi
         if [[ $waited -ge $((timeout * 2)) ]]; then
             die $LINENO "$service did not log '$pattern' in $timeout s"
@@ -143,14 +143,6 @@ if inside:
           'it before its service binds it; %s'
           % (', '.join(map(str, inside)), low, high, hint), file=sys.stderr)
 PY
-}
-
-# Die because SERVICE exited, with the end of its log: CI keeps no logs.
-function die_exited {
-    local service=$1 line=$2
-    echo "----- last lines of $LOGDIR/$service.log" >&2
-    tail -n 20 "$LOGDIR/$service.log" >&2 2>/dev/null || true
-    die "$line" "$service exited; see $LOGDIR/$service.log"
 }
 
 function db_url {

@@ -165,16 +165,13 @@ function teardown {
             sql "${statements[@]}" || echo "$CLUSTER: could not drop" \
                 "its databases"
             rabbitmqctl -q delete_vhost "$RABBIT_VHOST" > /dev/null 2>&1
-            if [[ $status -ne 0 ]]; then
-                for log in "$LOGDIR"/*.log; do
-                    [[ -s "$log" ]] || continue
-                    printf '\n----- last lines of %s\n' "$log"
-                    tail -n 15 "$log"
-                done
-            fi
+            [[ $status -eq 0 ]] || show_logs
         )
     done
     LOGDIR=$WORK/logs PIDDIR=$WORK/pids stop_all_services
+    # keystone's: CI keeps no logs, and a keystone that did not start is
+    # where a run ends before any cluster is created
+    [[ $status -eq 0 ]] || LOGDIR=$WORK/logs show_logs
     [[ " $CREATED " == *" keystone "* ]] &&
         sql "DROP DATABASE IF EXISTS ${PREFIX}_keystone"
     [[ $status -eq 0 ]] || echo "two-cluster devstack-lite FAILED" \
