@@ -186,10 +186,27 @@ class ClusterClient:
         return held
 
     def set_group(self, name):
-        """The server group of deployment set ``name``, or None."""
-        for group in self.conn.compute.server_groups(all_projects=True):
-            if group.name == name:
-                return group
+        """The server group of deployment set ``name``, or None.
+
+        A set belongs to the project that asked for it, the broker's
+        account's project in this cluster: a group of that name in
+        another project is someone else's set, neither joined nor
+        counted.  Nova lists the caller's own project's groups unless
+        asked for ``all_projects``; the project check keeps the answer
+        right should a listing (or a proxy in front of it) return more.
+        """
+        project_id = self.conn.current_project_id
+        for group in self.conn.compute.server_groups():
+            if group.name != name:
+                continue
+            if group.project_id is not None and \
+                    group.project_id != project_id:
+                LOG.debug('Cluster %s: server group %s (%s) belongs to '
+                          'project %s, not ours: not deployment set %s',
+                          self.cluster.name, group.id, group.name,
+                          group.project_id, name)
+                continue
+            return group
         return None
 
     # -- the boot --------------------------------------------------------
