@@ -23,11 +23,14 @@ problem, and nothing is used of a file that has one.  The sections (see
     ``most-capacity``), ``conversion`` (the order of the role's
     variants, one of :data:`CONVERSIONS`, default ``priority``),
     ``boot_timeout`` and ``poll_interval`` (seconds),
-    ``max_attempts`` (boots tried per request).
+    ``max_attempts`` (boots tried per request), ``connect_timeout`` and
+    ``read_timeout`` (seconds, every call to a cluster's APIs),
+    ``survey_workers`` (clusters read at once).
 ``clusters``
     by cluster name: ``cloud`` (its ``clouds.yaml`` entry, default the
     cluster's name), ``region``, ``datacenter``, optional ``zone`` (the
-    availability zone booted into and counted), ``pools``.
+    availability zone booted into and counted), ``pools``, and optional
+    ``connect_timeout`` and ``read_timeout`` of its own.
 ``flavor_families``
     by base flavor: ``variants``, in priority order, each a ``flavor``
     (its name in every cluster), a ``pool`` and a ``numa`` kind
@@ -71,9 +74,19 @@ NUMA_KINDS = (SINGLE, DUAL)
 DEFAULT_BOOT_TIMEOUT = 600
 DEFAULT_POLL_INTERVAL = 5
 DEFAULT_MAX_ATTEMPTS = 4
+#: seconds to open a connection to a cluster's API: a cluster that does
+#: not take it by then is skipped
+DEFAULT_CONNECT_TIMEOUT = 5
+#: seconds a cluster's API may stay silent (between two bytes of an
+#: answer): a cluster that accepts and never answers is skipped after it
+DEFAULT_READ_TIMEOUT = 30
+#: clusters read at once by a survey
+DEFAULT_SURVEY_WORKERS = 8
 #: what a configuration may ask for: a bound keeps a typo from waiting a day
 MAX_BOOT_TIMEOUT = 86400
 MAX_ATTEMPTS = 100
+MAX_API_TIMEOUT = 3600
+MAX_SURVEY_WORKERS = 64
 
 #: The seed's three roles.  pay-as-you-go takes every variant in the
 #: family's order (the seed's: dpdk single-NUMA, dpdk dual-NUMA, normal
@@ -103,6 +116,9 @@ class Cluster:
     datacenter: str
     zone: typing.Optional[str]
     pools: tuple
+    #: seconds, for every call to the cluster's APIs (keystone included)
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +160,7 @@ class Config:
     boot_timeout: float = DEFAULT_BOOT_TIMEOUT
     poll_interval: float = DEFAULT_POLL_INTERVAL
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    survey_workers: int = DEFAULT_SURVEY_WORKERS
 
     def set_cap(self, name):
         """The cross-cluster cap of deployment set ``name``, or None."""
@@ -265,7 +282,9 @@ def parse(data, path='<configuration>'):
         'preemptible_caps', 'deployment_sets'),
         required=('clusters', 'flavor_families'))
     settings = _broker_settings(check, data.get('broker') or {})
-    clusters = _clusters(check, data['clusters'])
+    clusters = _clusters(check, data['clusters'], timeouts={
+        name: settings.pop(name) for name in _API_TIMEOUTS
+        if name in settings})
     families = _families(check, data['flavor_families'], clusters)
     roles = _roles(check, data.get('roles') or {})
     datacenters = {c.datacenter for c in clusters.values()}
@@ -295,11 +314,23 @@ def parse(data, path='<configuration>'):
                   set_max_size=set_max_size, set_caps=set_caps, **settings)
 
 
+# The timeouts of the calls to a cluster's APIs: in broker (every
+# cluster's) and in a cluster (its own).
+_API_TIMEOUTS = ('connect_timeout', 'read_timeout')
+
+
+def _api_timeouts(check, raw, key):
+    return {name: check.number(raw[name], _join(key, name), 0.1,
+                               MAX_API_TIMEOUT)
+            for name in _API_TIMEOUTS if name in raw}
+
+
 def _broker_settings(check, raw):
     check.mapping(raw, 'broker', known=('chooser', 'conversion',
                                         'boot_timeout', 'poll_interval',
-                                        'max_attempts'))
-    settings = {}
+                                        'max_attempts') + _API_TIMEOUTS +
+                  ('survey_workers',))
+    settings = _api_timeouts(check, raw, 'broker')
     if 'chooser' in raw:
         settings['chooser'] = check.name(raw['chooser'], 'broker.chooser')
     if 'conversion' in raw:
@@ -316,10 +347,14 @@ def _broker_settings(check, raw):
     if 'max_attempts' in raw:
         settings['max_attempts'] = check.integer(
             raw['max_attempts'], 'broker.max_attempts', 1, MAX_ATTEMPTS)
+    if 'survey_workers' in raw:
+        settings['survey_workers'] = check.integer(
+            raw['survey_workers'], 'broker.survey_workers', 1,
+            MAX_SURVEY_WORKERS)
     return settings
 
 
-def _clusters(check, raw):
+def _clusters(check, raw, timeouts):
     check.mapping(raw, 'clusters')
     if not raw:
         check.fail('clusters', 'no cluster is configured')
@@ -329,7 +364,7 @@ def _clusters(check, raw):
         key = 'clusters.%s' % name
         check.name(name, key)
         check.mapping(body, key, known=('cloud', 'region', 'datacenter',
-                                        'zone', 'pools'),
+                                        'zone', 'pools') + _API_TIMEOUTS,
                       required=('region', 'datacenter', 'pools'))
         cloud = check.name(body.get('cloud', name), key + '.cloud')
         region = check.name(body['region'], key + '.region')
@@ -343,7 +378,8 @@ def _clusters(check, raw):
         clusters[name] = Cluster(
             name=name, cloud=cloud, region=region,
             datacenter=check.name(body['datacenter'], key + '.datacenter'),
-            zone=zone, pools=check.names(body['pools'], key + '.pools'))
+            zone=zone, pools=check.names(body['pools'], key + '.pools'),
+            **dict(timeouts, **_api_timeouts(check, body, key)))
     return clusters
 
 

@@ -113,6 +113,10 @@ class FakeCloud:
         return sorted(s.id for s in self.servers.values()
                       if s.status == 'ACTIVE')
 
+    def authorize(self):
+        self.check('authorize')
+        return 'token-%s' % self.name
+
     def check(self, what):
         self.calls.append(what)
         if self.failure is not None:
