@@ -15,7 +15,11 @@
 It is read and checked whole by :func:`load` (or :func:`parse` for a
 mapping already read); every fault is a :class:`ConfigError` whose one
 line names the file, the key (``clusters.east-1.pools[1]``) and the
-problem, and nothing is used of a file that has one.  The sections (see
+problem, and nothing is used of a file that has one.  A file over
+:data:`MAX_CONFIG_BYTES` is refused unread; one whose aliases expand past
+:data:`MAX_CONFIG_VALUES` values or :data:`MAX_CONFIG_DEPTH` levels, or
+that repeats a key in a mapping, is refused before anything is built of
+it.  The sections (see
 ``etc/nova-sched-ext-broker.yaml.sample`` and ``doc/source/broker.rst``):
 
 ``broker``
@@ -49,7 +53,9 @@ problem, and nothing is used of a file that has one.  The sections (see
 """
 
 import dataclasses
+import os
 import re
+import reprlib
 import typing
 
 import yaml
@@ -98,6 +104,17 @@ DEFAULT_ROLES = {
     'auto-scaling': {'numa': [SINGLE]},
     'preemptible': {'numa': [DUAL], 'preemptible': True},
 }
+
+#: A broker configuration is a few kilobytes (the sample: 2 KiB; 29
+#: clusters and a hundred families: some 30 KiB): a bigger file is a
+#: mistake, refused before it is read.
+MAX_CONFIG_BYTES = 1 << 20
+#: the values (scalars, lists, mappings) a file may hold once its YAML
+#: aliases are expanded: a few thousand in practice; an alias bomb is
+#: billions
+MAX_CONFIG_VALUES = 100000
+#: the nesting a file may have, aliases expanded (a configuration needs 7)
+MAX_CONFIG_DEPTH = 32
 
 # Names become log lines, table cells and server names: printable, no
 # spaces, bounded.
@@ -174,8 +191,16 @@ class _Checker:
         self.path = path
 
     def fail(self, key, problem):
-        raise ConfigError('%s: %s: %s' % (self.path, key or '(top level)',
-                                          problem))
+        # a key path holds names not yet checked: bounded like values
+        raise ConfigError('%s: %s: %s' % (
+            self.path, _clipped(key or '(top level)', 200), problem))
+
+    def section(self, parent, name, key, known=None):
+        """The mapping ``parent[name]``; absent or empty (null): {}."""
+        value = parent.get(name)
+        if value is None:
+            return {}
+        return self.mapping(value, key, known)
 
     def mapping(self, value, key, known=None, required=()):
         if not isinstance(value, dict):
@@ -183,7 +208,7 @@ class _Checker:
                       % _kind(value))
         for name in value:
             if not isinstance(name, str):
-                self.fail(key, 'the key %r is not a string' % (name,))
+                self.fail(key, 'the key %s is not a string' % _shown(name))
         if known is not None:
             unknown = sorted(set(value) - set(known))
             if unknown:
@@ -226,10 +251,10 @@ class _Checker:
             item_key = '%s[%d]' % (key, i)
             self.name(item, item_key)
             if choices is not None and item not in choices:
-                self.fail(item_key, '%r is not one of %s'
-                          % (item, ', '.join(choices)))
+                self.fail(item_key, '%s is not one of %s'
+                          % (_shown(item), ', '.join(choices)))
             if item in result:
-                self.fail(item_key, '%r is listed twice' % item)
+                self.fail(item_key, '%s is listed twice' % _shown(item))
             result.append(item)
         return tuple(result)
 
@@ -246,31 +271,157 @@ def _kind(value):
             float: 'a number'}.get(type(value), type(value).__name__)
 
 
+# What a message shows of a value: a few items of a few levels, whatever
+# the value holds (an alias bomb's repr() is gigabytes).
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 2
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 4
+_SHOWN.maxstring = _SHOWN.maxother = _SHOWN.maxlong = 64
+
+
+def _clipped(text, limit=64):
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
 def _shown(value):
-    text = repr(value)
-    return text if len(text) <= 64 else text[:61] + '...'
+    return _clipped(_SHOWN.repr(value))
+
+
+class _TooBig(Exception):
+    """A file past a bound; the message says which."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key repeated in a mapping.
+
+    YAML forbids it and PyYAML keeps the last value silently: a second
+    ``east-1`` would replace the first.  The keys a ``<<`` merge brings
+    may still be overridden, as YAML allows.  The nesting is bounded as
+    it is read: PyYAML's scanner slows down with every open level (5 s
+    at 500) before its composer runs out of recursion.
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        try:
+            if self.depth > MAX_CONFIG_DEPTH:
+                raise _TooBig('is nested deeper than %d levels (line %d)'
+                              % (MAX_CONFIG_DEPTH,
+                                 self.peek_event().start_mark.line + 1))
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first = {}
+            for key_node, _value in node.value:
+                if key_node.tag == 'tag:yaml.org,2002:merge':
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    seen = first.setdefault(key, key_node.start_mark)
+                except TypeError:
+                    continue    # unhashable: the safe loader says so
+                if seen is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, 'the key %s is repeated (first at line '
+                        '%d)' % (_shown(key), seen.line + 1),
+                        key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _measure(node, depth=1, memo=None):
+    """``(values, height)`` of a composed node, its aliases expanded.
+
+    An alias is the very node it names: ``memo`` counts each node once,
+    so the cost is the file's, not the expansion's.  A node that holds
+    itself passes the depth.
+
+    :raises _TooBig: at the first node past a bound
+    """
+    if depth > MAX_CONFIG_DEPTH:
+        raise _TooBig('is nested deeper than %d levels (line %d)'
+                      % (MAX_CONFIG_DEPTH, node.start_mark.line + 1))
+    if memo is None:
+        memo = {}
+    known = memo.get(id(node))
+    if known is None:
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = ()
+        values, height = 1, 0
+        for child in children:
+            child_values, child_height = _measure(child, depth + 1, memo)
+            values += child_values
+            height = max(height, child_height + 1)
+            if values > MAX_CONFIG_VALUES:
+                raise _TooBig('holds more than %d values once its aliases '
+                              'are expanded (line %d)'
+                              % (MAX_CONFIG_VALUES,
+                                 node.start_mark.line + 1))
+        known = memo[id(node)] = (values, height)
+    if depth + known[1] > MAX_CONFIG_DEPTH:
+        raise _TooBig('is nested deeper than %d levels (line %d)'
+                      % (MAX_CONFIG_DEPTH, node.start_mark.line + 1))
+    return known
+
+
+def _read(path):
+    """The text of ``path``, refused unread past :data:`MAX_CONFIG_BYTES`."""
+    try:
+        with open(path, 'rb') as f:
+            size = os.fstat(f.fileno()).st_size
+            # never more than the bound: a file may grow while it is
+            # read, and a pipe has no size
+            raw = (f.read(MAX_CONFIG_BYTES + 1)
+                   if size <= MAX_CONFIG_BYTES else b'')
+    except OSError as exc:
+        raise ConfigError('%s: cannot be read: %s'
+                          % (path, exc.strerror or exc))
+    if size > MAX_CONFIG_BYTES or len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            '%s: is larger than %d KiB%s: a broker configuration is a few '
+            'kilobytes' % (path, MAX_CONFIG_BYTES // 1024,
+                           ' (%d bytes)' % size
+                           if size > MAX_CONFIG_BYTES else ''))
+    try:
+        return raw.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise ConfigError('%s: is not UTF-8 text (byte %d)'
+                          % (path, exc.start))
 
 
 def load(path):
     """The :class:`Config` of a YAML file; :class:`ConfigError` if bad."""
+    loader = _Loader(_read(path))
     try:
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigError('%s: cannot be read: %s'
-                          % (path, exc.strerror or exc))
-    except UnicodeDecodeError as exc:
-        raise ConfigError('%s: is not UTF-8 text (byte %d)'
-                          % (path, exc.start))
-    try:
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is not None:
+            _measure(node)
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, 'problem_mark', None)
         where = (' at line %d, column %d' % (mark.line + 1, mark.column + 1)
                  if mark is not None else '')
         problem = getattr(exc, 'problem', None) or str(exc).splitlines()[0]
         raise ConfigError('%s: is not valid YAML%s: %s'
-                          % (path, where, problem))
+                          % (path, where, _clipped(problem, 200)))
+    except _TooBig as exc:
+        raise ConfigError('%s: %s' % (path, exc))
+    except ValueError as exc:
+        # an integer of more digits than Python converts
+        raise ConfigError('%s: cannot be read: %s'
+                          % (path, _clipped(str(exc).splitlines()[0], 200)))
+    finally:
+        loader.dispose()
     return parse(data, path)
 
 
@@ -281,30 +432,29 @@ def parse(data, path='<configuration>'):
         'broker', 'clusters', 'flavor_families', 'roles',
         'preemptible_caps', 'deployment_sets'),
         required=('clusters', 'flavor_families'))
-    settings = _broker_settings(check, data.get('broker') or {})
+    settings = _broker_settings(check, data)
     clusters = _clusters(check, data['clusters'], timeouts={
         name: settings.pop(name) for name in _API_TIMEOUTS
         if name in settings})
     families = _families(check, data['flavor_families'], clusters)
-    roles = _roles(check, data.get('roles') or {})
+    roles = _roles(check, data)
     datacenters = {c.datacenter for c in clusters.values()}
     caps = {}
-    raw_caps = check.mapping(data.get('preemptible_caps') or {},
-                             'preemptible_caps')
+    raw_caps = check.section(data, 'preemptible_caps', 'preemptible_caps')
     for dc, cap in raw_caps.items():
         key = 'preemptible_caps.%s' % dc
         if dc not in datacenters:
-            check.fail(key, 'no cluster is in data center %r (known: %s)'
-                       % (dc, ', '.join(sorted(datacenters))))
+            check.fail(key, 'no cluster is in data center %s (known: %s)'
+                       % (_shown(dc), ', '.join(sorted(datacenters))))
         caps[dc] = check.integer(cap, key, 0)
-    sets = check.mapping(data.get('deployment_sets') or {},
-                         'deployment_sets', known=('max_size', 'caps'))
+    sets = check.section(data, 'deployment_sets', 'deployment_sets',
+                         known=('max_size', 'caps'))
     set_max_size = None
     if sets.get('max_size') is not None:
         set_max_size = check.integer(sets['max_size'],
                                      'deployment_sets.max_size', 1)
     set_caps = {}
-    for name, cap in check.mapping(sets.get('caps') or {},
+    for name, cap in check.section(sets, 'caps',
                                    'deployment_sets.caps').items():
         key = 'deployment_sets.caps.%s' % name
         check.name(name, key)
@@ -325,11 +475,10 @@ def _api_timeouts(check, raw, key):
             for name in _API_TIMEOUTS if name in raw}
 
 
-def _broker_settings(check, raw):
-    check.mapping(raw, 'broker', known=('chooser', 'conversion',
-                                        'boot_timeout', 'poll_interval',
-                                        'max_attempts') + _API_TIMEOUTS +
-                  ('survey_workers',))
+def _broker_settings(check, data):
+    raw = check.section(data, 'broker', 'broker', known=(
+        'chooser', 'conversion', 'boot_timeout', 'poll_interval',
+        'max_attempts') + _API_TIMEOUTS + ('survey_workers',))
     settings = _api_timeouts(check, raw, 'broker')
     if 'chooser' in raw:
         settings['chooser'] = check.name(raw['chooser'], 'broker.chooser')
@@ -422,8 +571,8 @@ def _families(check, raw, clusters):
     return families
 
 
-def _roles(check, raw):
-    check.mapping(raw, 'roles')
+def _roles(check, data):
+    raw = check.section(data, 'roles', 'roles')
     merged = dict(DEFAULT_ROLES)
     merged.update(raw)
     roles = {}
