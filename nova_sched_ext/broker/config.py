@@ -105,7 +105,7 @@ DEFAULT_ROLES = {
     'preemptible': {'numa': [DUAL], 'preemptible': True},
 }
 
-#: A broker configuration is a few kilobytes (the sample: 2 KiB; 29
+#: A broker configuration is a few kilobytes (the sample: 3 KiB; 29
 #: clusters and a hundred families: some 30 KiB): a bigger file is a
 #: mistake, refused before it is read.
 MAX_CONFIG_BYTES = 1 << 20
