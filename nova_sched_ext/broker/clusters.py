@@ -53,6 +53,20 @@ _TRUE = ('1', 'true', 'yes', 'on')
 UNREACHABLE = (ks_exc.ClientException, sdk_exc.SDKException, OSError)
 
 
+class UnusableCloudEntry(Exception):
+    """A ``clouds.yaml`` entry that cannot make a connection or a token.
+
+    An incomplete entry (an ``auth_url`` alone, a ``v3token`` without its
+    token) fails in keystoneauth's auth plugin with whatever its code
+    raises (``TypeError``, a bare ``Exception``): the message says which
+    entry and why.
+    """
+
+
+#: what makes a cluster unusable for this request: it is skipped
+UNUSABLE = UNREACHABLE + (UnusableCloudEntry,)
+
+
 # Polls of a boot's servers that may fail in a row before the boot is
 # given up on as the cluster's failure.
 POLLS_BEFORE_GIVING_UP = 3
@@ -105,6 +119,7 @@ class ClusterClient:
         """
         view = planning.ClusterView(cluster=self.cluster)
         try:
+            self.authorize()
             view.image_present = self.conn.image.find_image(
                 request.image, ignore_missing=True) is not None
             network = self.conn.network.find_network(
@@ -122,7 +137,7 @@ class ClusterClient:
                 group = self.set_group(request.deployment_set)
                 view.set_members = len(group.member_ids or ()) \
                     if group is not None else 0
-        except UNREACHABLE as exc:
+        except UNUSABLE as exc:
             view.error = one_line(exc)
             LOG.warning('Cluster %s (cloud %s, region %s) skipped: %s',
                         self.cluster.name, self.cluster.cloud,
@@ -142,6 +157,24 @@ class ClusterClient:
         else:
             view.capacity = {}
         return view
+
+    def authorize(self):
+        """Get the cluster's token, the first call of a survey.
+
+        :raises UnusableCloudEntry: the entry's auth plugin cannot run
+        """
+        try:
+            self.conn.authorize()
+        except UNREACHABLE:
+            raise
+        except Exception as exc:
+            # keystoneauth's plugins check their options only when asked
+            # for a token, and raise what their code does.
+            LOG.debug('Cluster %s: no token from the clouds.yaml entry %s',
+                      self.cluster.name, self.cluster.cloud, exc_info=True)
+            raise UnusableCloudEntry(
+                'the clouds.yaml entry %s cannot be used: %s'
+                % (self.cluster.cloud, one_line(exc)))
 
     def capacity(self, flavors):
         """``{flavor: instances}`` from the cluster's capacity API.
@@ -186,10 +219,27 @@ class ClusterClient:
         return held
 
     def set_group(self, name):
-        """The server group of deployment set ``name``, or None."""
-        for group in self.conn.compute.server_groups(all_projects=True):
-            if group.name == name:
-                return group
+        """The server group of deployment set ``name``, or None.
+
+        A set belongs to the project that asked for it, the broker's
+        account's project in this cluster: a group of that name in
+        another project is someone else's set, neither joined nor
+        counted.  Nova lists the caller's own project's groups unless
+        asked for ``all_projects``; the project check keeps the answer
+        right should a listing (or a proxy in front of it) return more.
+        """
+        project_id = self.conn.current_project_id
+        for group in self.conn.compute.server_groups():
+            if group.name != name:
+                continue
+            if group.project_id is not None and \
+                    group.project_id != project_id:
+                LOG.debug('Cluster %s: server group %s (%s) belongs to '
+                          'project %s, not ours: not deployment set %s',
+                          self.cluster.name, group.id, group.name,
+                          group.project_id, name)
+                continue
+            return group
         return None
 
     # -- the boot --------------------------------------------------------

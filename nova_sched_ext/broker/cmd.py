@@ -179,6 +179,11 @@ def main(argv=None, broker_factory=None):
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format='%(levelname)s %(name)s: %(message)s', stream=sys.stderr)
+    # A cluster that fails is one WARNING of the broker's, keystoneauth's
+    # reason in it; keystoneauth's own warnings about the same failure (a
+    # version discovery that timed out) would say it twice.
+    logging.getLogger('keystoneauth').setLevel(
+        logging.NOTSET if args.debug else logging.ERROR)
     from nova_sched_ext.broker import config as broker_config
     from nova_sched_ext.broker import planning
     from nova_sched_ext import registry

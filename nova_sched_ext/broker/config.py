@@ -15,7 +15,11 @@
 It is read and checked whole by :func:`load` (or :func:`parse` for a
 mapping already read); every fault is a :class:`ConfigError` whose one
 line names the file, the key (``clusters.east-1.pools[1]``) and the
-problem, and nothing is used of a file that has one.  The sections (see
+problem, and nothing is used of a file that has one.  A file over
+:data:`MAX_CONFIG_BYTES` is refused unread; one whose aliases expand past
+:data:`MAX_CONFIG_VALUES` values or :data:`MAX_CONFIG_DEPTH` levels, or
+that repeats a key in a mapping, is refused before anything is built of
+it.  The sections (see
 ``etc/nova-sched-ext-broker.yaml.sample`` and ``doc/source/broker.rst``):
 
 ``broker``
@@ -23,11 +27,14 @@ problem, and nothing is used of a file that has one.  The sections (see
     ``most-capacity``), ``conversion`` (the order of the role's
     variants, one of :data:`CONVERSIONS`, default ``priority``),
     ``boot_timeout`` and ``poll_interval`` (seconds),
-    ``max_attempts`` (boots tried per request).
+    ``max_attempts`` (boots tried per request), ``connect_timeout`` and
+    ``read_timeout`` (seconds, every call to a cluster's APIs),
+    ``survey_workers`` (clusters read at once).
 ``clusters``
     by cluster name: ``cloud`` (its ``clouds.yaml`` entry, default the
     cluster's name), ``region``, ``datacenter``, optional ``zone`` (the
-    availability zone booted into and counted), ``pools``.
+    availability zone booted into and counted), ``pools``, and optional
+    ``connect_timeout`` and ``read_timeout`` of its own.
 ``flavor_families``
     by base flavor: ``variants``, in priority order, each a ``flavor``
     (its name in every cluster), a ``pool`` and a ``numa`` kind
@@ -46,7 +53,9 @@ problem, and nothing is used of a file that has one.  The sections (see
 """
 
 import dataclasses
+import os
 import re
+import reprlib
 import typing
 
 import yaml
@@ -71,9 +80,19 @@ NUMA_KINDS = (SINGLE, DUAL)
 DEFAULT_BOOT_TIMEOUT = 600
 DEFAULT_POLL_INTERVAL = 5
 DEFAULT_MAX_ATTEMPTS = 4
+#: seconds to open a connection to a cluster's API: a cluster that does
+#: not take it by then is skipped
+DEFAULT_CONNECT_TIMEOUT = 5
+#: seconds a cluster's API may stay silent (between two bytes of an
+#: answer): a cluster that accepts and never answers is skipped after it
+DEFAULT_READ_TIMEOUT = 30
+#: clusters read at once by a survey
+DEFAULT_SURVEY_WORKERS = 8
 #: what a configuration may ask for: a bound keeps a typo from waiting a day
 MAX_BOOT_TIMEOUT = 86400
 MAX_ATTEMPTS = 100
+MAX_API_TIMEOUT = 3600
+MAX_SURVEY_WORKERS = 64
 
 #: The seed's three roles.  pay-as-you-go takes every variant in the
 #: family's order (the seed's: dpdk single-NUMA, dpdk dual-NUMA, normal
@@ -85,6 +104,17 @@ DEFAULT_ROLES = {
     'auto-scaling': {'numa': [SINGLE]},
     'preemptible': {'numa': [DUAL], 'preemptible': True},
 }
+
+#: A broker configuration is a few kilobytes (the sample: 3 KiB; 29
+#: clusters and a hundred families: some 30 KiB): a bigger file is a
+#: mistake, refused before it is read.
+MAX_CONFIG_BYTES = 1 << 20
+#: the values (scalars, lists, mappings) a file may hold once its YAML
+#: aliases are expanded: a few thousand in practice; an alias bomb is
+#: billions
+MAX_CONFIG_VALUES = 100000
+#: the nesting a file may have, aliases expanded (a configuration needs 7)
+MAX_CONFIG_DEPTH = 32
 
 # Names become log lines, table cells and server names: printable, no
 # spaces, bounded.
@@ -103,6 +133,9 @@ class Cluster:
     datacenter: str
     zone: typing.Optional[str]
     pools: tuple
+    #: seconds, for every call to the cluster's APIs (keystone included)
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +177,7 @@ class Config:
     boot_timeout: float = DEFAULT_BOOT_TIMEOUT
     poll_interval: float = DEFAULT_POLL_INTERVAL
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    survey_workers: int = DEFAULT_SURVEY_WORKERS
 
     def set_cap(self, name):
         """The cross-cluster cap of deployment set ``name``, or None."""
@@ -157,8 +191,16 @@ class _Checker:
         self.path = path
 
     def fail(self, key, problem):
-        raise ConfigError('%s: %s: %s' % (self.path, key or '(top level)',
-                                          problem))
+        # a key path holds names not yet checked: bounded like values
+        raise ConfigError('%s: %s: %s' % (
+            self.path, _clipped(key or '(top level)', 200), problem))
+
+    def section(self, parent, name, key, known=None):
+        """The mapping ``parent[name]``; absent or empty (null): {}."""
+        value = parent.get(name)
+        if value is None:
+            return {}
+        return self.mapping(value, key, known)
 
     def mapping(self, value, key, known=None, required=()):
         if not isinstance(value, dict):
@@ -166,7 +208,7 @@ class _Checker:
                       % _kind(value))
         for name in value:
             if not isinstance(name, str):
-                self.fail(key, 'the key %r is not a string' % (name,))
+                self.fail(key, 'the key %s is not a string' % _shown(name))
         if known is not None:
             unknown = sorted(set(value) - set(known))
             if unknown:
@@ -209,10 +251,10 @@ class _Checker:
             item_key = '%s[%d]' % (key, i)
             self.name(item, item_key)
             if choices is not None and item not in choices:
-                self.fail(item_key, '%r is not one of %s'
-                          % (item, ', '.join(choices)))
+                self.fail(item_key, '%s is not one of %s'
+                          % (_shown(item), ', '.join(choices)))
             if item in result:
-                self.fail(item_key, '%r is listed twice' % item)
+                self.fail(item_key, '%s is listed twice' % _shown(item))
             result.append(item)
         return tuple(result)
 
@@ -229,31 +271,157 @@ def _kind(value):
             float: 'a number'}.get(type(value), type(value).__name__)
 
 
+# What a message shows of a value: a few items of a few levels, whatever
+# the value holds (an alias bomb's repr() is gigabytes).
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 2
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 4
+_SHOWN.maxstring = _SHOWN.maxother = _SHOWN.maxlong = 64
+
+
+def _clipped(text, limit=64):
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
 def _shown(value):
-    text = repr(value)
-    return text if len(text) <= 64 else text[:61] + '...'
+    return _clipped(_SHOWN.repr(value))
+
+
+class _TooBig(Exception):
+    """A file past a bound; the message says which."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key repeated in a mapping.
+
+    YAML forbids it and PyYAML keeps the last value silently: a second
+    ``east-1`` would replace the first.  The keys a ``<<`` merge brings
+    may still be overridden, as YAML allows.  The nesting is bounded as
+    it is read: PyYAML's scanner slows down with every open level (5 s
+    at 500) before its composer runs out of recursion.
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        try:
+            if self.depth > MAX_CONFIG_DEPTH:
+                raise _TooBig('is nested deeper than %d levels (line %d)'
+                              % (MAX_CONFIG_DEPTH,
+                                 self.peek_event().start_mark.line + 1))
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first = {}
+            for key_node, _value in node.value:
+                if key_node.tag == 'tag:yaml.org,2002:merge':
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    seen = first.setdefault(key, key_node.start_mark)
+                except TypeError:
+                    continue    # unhashable: the safe loader says so
+                if seen is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, 'the key %s is repeated (first at line '
+                        '%d)' % (_shown(key), seen.line + 1),
+                        key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _measure(node, depth=1, memo=None):
+    """``(values, height)`` of a composed node, its aliases expanded.
+
+    An alias is the very node it names: ``memo`` counts each node once,
+    so the cost is the file's, not the expansion's.  A node that holds
+    itself passes the depth.
+
+    :raises _TooBig: at the first node past a bound
+    """
+    if depth > MAX_CONFIG_DEPTH:
+        raise _TooBig('is nested deeper than %d levels (line %d)'
+                      % (MAX_CONFIG_DEPTH, node.start_mark.line + 1))
+    if memo is None:
+        memo = {}
+    known = memo.get(id(node))
+    if known is None:
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = ()
+        values, height = 1, 0
+        for child in children:
+            child_values, child_height = _measure(child, depth + 1, memo)
+            values += child_values
+            height = max(height, child_height + 1)
+            if values > MAX_CONFIG_VALUES:
+                raise _TooBig('holds more than %d values once its aliases '
+                              'are expanded (line %d)'
+                              % (MAX_CONFIG_VALUES,
+                                 node.start_mark.line + 1))
+        known = memo[id(node)] = (values, height)
+    if depth + known[1] > MAX_CONFIG_DEPTH:
+        raise _TooBig('is nested deeper than %d levels (line %d)'
+                      % (MAX_CONFIG_DEPTH, node.start_mark.line + 1))
+    return known
+
+
+def _read(path):
+    """The text of ``path``, refused unread past :data:`MAX_CONFIG_BYTES`."""
+    try:
+        with open(path, 'rb') as f:
+            size = os.fstat(f.fileno()).st_size
+            # never more than the bound: a file may grow while it is
+            # read, and a pipe has no size
+            raw = (f.read(MAX_CONFIG_BYTES + 1)
+                   if size <= MAX_CONFIG_BYTES else b'')
+    except OSError as exc:
+        raise ConfigError('%s: cannot be read: %s'
+                          % (path, exc.strerror or exc))
+    if size > MAX_CONFIG_BYTES or len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            '%s: is larger than %d KiB%s: a broker configuration is a few '
+            'kilobytes' % (path, MAX_CONFIG_BYTES // 1024,
+                           ' (%d bytes)' % size
+                           if size > MAX_CONFIG_BYTES else ''))
+    try:
+        return raw.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise ConfigError('%s: is not UTF-8 text (byte %d)'
+                          % (path, exc.start))
 
 
 def load(path):
     """The :class:`Config` of a YAML file; :class:`ConfigError` if bad."""
+    loader = _Loader(_read(path))
     try:
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigError('%s: cannot be read: %s'
-                          % (path, exc.strerror or exc))
-    except UnicodeDecodeError as exc:
-        raise ConfigError('%s: is not UTF-8 text (byte %d)'
-                          % (path, exc.start))
-    try:
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is not None:
+            _measure(node)
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, 'problem_mark', None)
         where = (' at line %d, column %d' % (mark.line + 1, mark.column + 1)
                  if mark is not None else '')
         problem = getattr(exc, 'problem', None) or str(exc).splitlines()[0]
         raise ConfigError('%s: is not valid YAML%s: %s'
-                          % (path, where, problem))
+                          % (path, where, _clipped(problem, 200)))
+    except _TooBig as exc:
+        raise ConfigError('%s: %s' % (path, exc))
+    except ValueError as exc:
+        # an integer of more digits than Python converts
+        raise ConfigError('%s: cannot be read: %s'
+                          % (path, _clipped(str(exc).splitlines()[0], 200)))
+    finally:
+        loader.dispose()
     return parse(data, path)
 
 
@@ -264,28 +432,29 @@ def parse(data, path='<configuration>'):
         'broker', 'clusters', 'flavor_families', 'roles',
         'preemptible_caps', 'deployment_sets'),
         required=('clusters', 'flavor_families'))
-    settings = _broker_settings(check, data.get('broker') or {})
-    clusters = _clusters(check, data['clusters'])
+    settings = _broker_settings(check, data)
+    clusters = _clusters(check, data['clusters'], timeouts={
+        name: settings.pop(name) for name in _API_TIMEOUTS
+        if name in settings})
     families = _families(check, data['flavor_families'], clusters)
-    roles = _roles(check, data.get('roles') or {})
+    roles = _roles(check, data)
     datacenters = {c.datacenter for c in clusters.values()}
     caps = {}
-    raw_caps = check.mapping(data.get('preemptible_caps') or {},
-                             'preemptible_caps')
+    raw_caps = check.section(data, 'preemptible_caps', 'preemptible_caps')
     for dc, cap in raw_caps.items():
         key = 'preemptible_caps.%s' % dc
         if dc not in datacenters:
-            check.fail(key, 'no cluster is in data center %r (known: %s)'
-                       % (dc, ', '.join(sorted(datacenters))))
+            check.fail(key, 'no cluster is in data center %s (known: %s)'
+                       % (_shown(dc), ', '.join(sorted(datacenters))))
         caps[dc] = check.integer(cap, key, 0)
-    sets = check.mapping(data.get('deployment_sets') or {},
-                         'deployment_sets', known=('max_size', 'caps'))
+    sets = check.section(data, 'deployment_sets', 'deployment_sets',
+                         known=('max_size', 'caps'))
     set_max_size = None
     if sets.get('max_size') is not None:
         set_max_size = check.integer(sets['max_size'],
                                      'deployment_sets.max_size', 1)
     set_caps = {}
-    for name, cap in check.mapping(sets.get('caps') or {},
+    for name, cap in check.section(sets, 'caps',
                                    'deployment_sets.caps').items():
         key = 'deployment_sets.caps.%s' % name
         check.name(name, key)
@@ -295,11 +464,22 @@ def parse(data, path='<configuration>'):
                   set_max_size=set_max_size, set_caps=set_caps, **settings)
 
 
-def _broker_settings(check, raw):
-    check.mapping(raw, 'broker', known=('chooser', 'conversion',
-                                        'boot_timeout', 'poll_interval',
-                                        'max_attempts'))
-    settings = {}
+# The timeouts of the calls to a cluster's APIs: in broker (every
+# cluster's) and in a cluster (its own).
+_API_TIMEOUTS = ('connect_timeout', 'read_timeout')
+
+
+def _api_timeouts(check, raw, key):
+    return {name: check.number(raw[name], _join(key, name), 0.1,
+                               MAX_API_TIMEOUT)
+            for name in _API_TIMEOUTS if name in raw}
+
+
+def _broker_settings(check, data):
+    raw = check.section(data, 'broker', 'broker', known=(
+        'chooser', 'conversion', 'boot_timeout', 'poll_interval',
+        'max_attempts') + _API_TIMEOUTS + ('survey_workers',))
+    settings = _api_timeouts(check, raw, 'broker')
     if 'chooser' in raw:
         settings['chooser'] = check.name(raw['chooser'], 'broker.chooser')
     if 'conversion' in raw:
@@ -316,10 +496,14 @@ def _broker_settings(check, raw):
     if 'max_attempts' in raw:
         settings['max_attempts'] = check.integer(
             raw['max_attempts'], 'broker.max_attempts', 1, MAX_ATTEMPTS)
+    if 'survey_workers' in raw:
+        settings['survey_workers'] = check.integer(
+            raw['survey_workers'], 'broker.survey_workers', 1,
+            MAX_SURVEY_WORKERS)
     return settings
 
 
-def _clusters(check, raw):
+def _clusters(check, raw, timeouts):
     check.mapping(raw, 'clusters')
     if not raw:
         check.fail('clusters', 'no cluster is configured')
@@ -329,7 +513,7 @@ def _clusters(check, raw):
         key = 'clusters.%s' % name
         check.name(name, key)
         check.mapping(body, key, known=('cloud', 'region', 'datacenter',
-                                        'zone', 'pools'),
+                                        'zone', 'pools') + _API_TIMEOUTS,
                       required=('region', 'datacenter', 'pools'))
         cloud = check.name(body.get('cloud', name), key + '.cloud')
         region = check.name(body['region'], key + '.region')
@@ -343,7 +527,8 @@ def _clusters(check, raw):
         clusters[name] = Cluster(
             name=name, cloud=cloud, region=region,
             datacenter=check.name(body['datacenter'], key + '.datacenter'),
-            zone=zone, pools=check.names(body['pools'], key + '.pools'))
+            zone=zone, pools=check.names(body['pools'], key + '.pools'),
+            **dict(timeouts, **_api_timeouts(check, body, key)))
     return clusters
 
 
@@ -386,8 +571,8 @@ def _families(check, raw, clusters):
     return families
 
 
-def _roles(check, raw):
-    check.mapping(raw, 'roles')
+def _roles(check, data):
+    raw = check.section(data, 'roles', 'roles')
     merged = dict(DEFAULT_ROLES)
     merged.update(raw)
     roles = {}

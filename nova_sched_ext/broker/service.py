@@ -21,8 +21,15 @@ cleaned up, its (cluster, variant) marked tried, and the next candidate
 is booted, up to ``broker.max_attempts`` boots.  The :class:`Result`
 says which variant in which cluster took the request, and every attempt
 before, with its reason; each one is logged as it happens.
+
+The clusters are read concurrently (``broker.survey_workers`` at once),
+and every call to a cluster's APIs is bounded by its ``connect_timeout``
+and ``read_timeout``: a cluster that does not answer, or whose
+``clouds.yaml`` entry cannot be used, is skipped with one WARNING while
+the others are read.
 """
 
+from concurrent import futures
 import dataclasses
 import time
 import typing
@@ -74,8 +81,44 @@ class Result:
 
 
 def _connect_with_openstacksdk(cluster):
-    import openstack
-    return openstack.connect(cloud=cluster.cloud, region_name=cluster.region)
+    """The openstacksdk ``Connection`` of ``cluster``.
+
+    Every call through it, keystone's included, gives up after the
+    cluster's ``connect_timeout`` to connect and ``read_timeout`` of
+    silence; they replace the entry's ``api_timeout``.
+
+    :raises broker_clusters.UnusableCloudEntry: the entry is incomplete
+        (an ``auth_url`` alone, a ``v3token`` without its token, ...)
+    """
+    from keystoneauth1 import session as ks_session
+    from openstack import config as sdk_config
+    from openstack import connection as sdk_connection
+
+    # requests takes a (connect, read) pair; keystoneauth's option, and
+    # openstacksdk's api_timeout with it, is one number for both.
+    timeouts = (cluster.connect_timeout, cluster.read_timeout)
+
+    class TimedSession(ks_session.Session):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.timeout = timeouts
+
+    try:
+        region = sdk_config.OpenStackConfig(
+            session_constructor=TimedSession).get_one(
+                cloud=cluster.cloud, region_name=cluster.region)
+        return sdk_connection.Connection(config=region)
+    except broker_clusters.UNREACHABLE:
+        raise
+    except Exception as exc:
+        # keystoneauth's loaders build the auth plugin from the entry's
+        # keys and raise whatever its constructor does (a TypeError for a
+        # token plugin without a token): one cluster's entry, one line.
+        LOG.debug('Cluster %s: the clouds.yaml entry %s cannot be used',
+                  cluster.name, cluster.cloud, exc_info=True)
+        raise broker_clusters.UnusableCloudEntry(
+            'the clouds.yaml entry %s cannot be used: %s'
+            % (cluster.cloud, broker_clusters.one_line(exc)))
 
 
 class Broker:
@@ -103,7 +146,7 @@ class Broker:
         if client is None:
             try:
                 connection = self._connect(cluster)
-            except broker_clusters.UNREACHABLE as exc:
+            except broker_clusters.UNUSABLE as exc:
                 reason = broker_clusters.one_line(exc)
                 LOG.warning('Cluster %s (cloud %s, region %s) skipped: '
                             'cannot connect: %s', cluster.name,
@@ -111,11 +154,22 @@ class Broker:
                 return None, 'cannot connect: %s' % reason
             client = broker_clusters.ClusterClient(
                 cluster, connection, self._clock, self._sleep)
+            # Each survey worker sets its own cluster's key only.
             self._clients[cluster.name] = client
         return client, None
 
+    def _view(self, cluster, request, variants, count_preemptible):
+        client, error = self._client(cluster)
+        if client is None:
+            return planning.ClusterView(cluster=cluster, error=error)
+        return client.view(request, variants, count_preemptible)
+
     def survey(self, request):
         """``{cluster name: ClusterView}`` for ``request``.
+
+        The clusters are read at once, ``broker.survey_workers`` at a
+        time; each call is bounded by the cluster's timeouts, so the
+        survey takes about as long as its slowest cluster.
 
         :raises planning.RequestError: the request names an unknown
             family, role, cluster or data center
@@ -124,17 +178,20 @@ class Broker:
         count_preemptible = role.preemptible and bool(
             self.conf.preemptible_caps)
         views = {}
-        for name, cluster in self.conf.clusters.items():
-            if request.clusters and name not in request.clusters:
-                # not read: the plan drops it for this reason
-                views[name] = planning.ClusterView(cluster=cluster)
-                continue
-            client, error = self._client(cluster)
-            if client is None:
-                views[name] = planning.ClusterView(cluster=cluster,
-                                                   error=error)
-                continue
-            views[name] = client.view(request, variants, count_preemptible)
+        read = [cluster for name, cluster in self.conf.clusters.items()
+                if not request.clusters or name in request.clusters]
+        with futures.ThreadPoolExecutor(
+                max_workers=max(1, min(self.conf.survey_workers, len(read))),
+                thread_name_prefix='broker-survey') as pool:
+            reading = {cluster.name: pool.submit(
+                self._view, cluster, request, variants, count_preemptible)
+                for cluster in read}
+            for name, cluster in self.conf.clusters.items():
+                if name in reading:
+                    views[name] = reading[name].result()
+                else:
+                    # not read: the plan drops it for this reason
+                    views[name] = planning.ClusterView(cluster=cluster)
         return views
 
     def plan(self, request, tried=()):

@@ -47,9 +47,14 @@ def _new_id(prefix):
 
 class FakeCloud:
 
+    #: the project of the broker's account in every fake cloud
+    PROJECT = 'project-broker'
+
     def __init__(self, name, flavors=(), images=('cirros',),
                  networks=None, room=None, preemptible_flavors=()):
         self.name = name
+        #: the project the connection's credentials are scoped to
+        self.current_project_id = self.PROJECT
         self.flavors = {f: types.SimpleNamespace(
             id=_new_id('flavor'), name=f, extra_specs=(
                 {PREEMPTIBLE_SPEC: 'true'} if f in preemptible_flavors
@@ -90,6 +95,14 @@ class FakeCloud:
         self.failure = ks_exc.Unauthorized(
             'The request you have made requires authentication. (HTTP 401)')
 
+    def add_group(self, name, project_id, member_ids=()):
+        """A server group of another project (or ours), made by hand."""
+        group = types.SimpleNamespace(
+            id=_new_id('group'), name=name, policy='anti-affinity',
+            project_id=project_id, member_ids=list(member_ids))
+        self.groups[group.id] = group
+        return group
+
     def fill(self, flavor):
         """Nothing of ``flavor`` fits any more (another user took it)."""
         self.room[flavor] = 0
@@ -99,6 +112,10 @@ class FakeCloud:
     def active(self):
         return sorted(s.id for s in self.servers.values()
                       if s.status == 'ACTIVE')
+
+    def authorize(self):
+        self.check('authorize')
+        return 'token-%s' % self.name
 
     def check(self, what):
         self.calls.append(what)
@@ -224,13 +241,18 @@ class _Compute:
                 self.cloud.network.delete_port(port)
 
     def server_groups(self, all_projects=False):
+        # Nova: the caller's project's groups, every project's with
+        # all_projects (an admin's call)
         self.cloud.check('server_groups')
-        return iter(list(self.cloud.groups.values()))
+        return iter([g for g in self.cloud.groups.values()
+                     if all_projects or
+                     g.project_id == self.cloud.current_project_id])
 
     def create_server_group(self, name, policy):
         self.cloud.check('create_server_group')
-        group = types.SimpleNamespace(id=_new_id('group'), name=name,
-                                      policy=policy, member_ids=[])
+        group = types.SimpleNamespace(
+            id=_new_id('group'), name=name, policy=policy,
+            project_id=self.cloud.current_project_id, member_ids=[])
         self.cloud.groups[group.id] = group
         return group
 

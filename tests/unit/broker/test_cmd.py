@@ -14,13 +14,17 @@ import io
 import json
 import os
 
+import logging
+
 import fixtures
 import yaml
 
 from nova_sched_ext.broker import cmd
+from nova_sched_ext.broker import config as broker_config
 
 from tests import base
 from tests.unit.broker import helpers as h
+from tests.unit.broker import test_config
 
 
 class TestCommand(base.TestCase):
@@ -33,6 +37,8 @@ class TestCommand(base.TestCase):
             yaml.safe_dump(h.config_dict(), f)
         self.stderr = io.StringIO()
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', self.stderr))
+        keystoneauth = logging.getLogger('keystoneauth')
+        self.addCleanup(keystoneauth.setLevel, keystoneauth.level)
         self.clouds = None
         self.capacity_down = True
 
@@ -113,3 +119,39 @@ class TestCommand(base.TestCase):
                          'is configured\n' % self.path,
                          self.stderr.getvalue())
         self.assertEqual(0, sum(c.creates for c in self.clouds.values()))
+
+    def test_hostile_configurations_get_one_line_and_exit_2(self):
+        for text, words in (
+                (test_config.alias_bomb(9), 'holds more than 100000 values'),
+                (test_config.VALID.replace('clusters:\n', 'clusters:\n  '
+                 'east-1: {region: R, datacenter: d, pools: [n]}\n'),
+                 "the key 'east-1' is repeated"),
+                ('broker: {max_attempts: 4, max_attempts: 100}\n' +
+                 test_config.VALID, "the key 'max_attempts' is repeated"),
+                ('broker: []\n' + test_config.VALID,
+                 'broker: expected a mapping, got a list'),
+                ('roles: ""\n' + test_config.VALID,
+                 'roles: expected a mapping, got a string'),
+                (test_config.VALID + '#' * broker_config.MAX_CONFIG_BYTES,
+                 'is larger than 1024 KiB')):
+            with open(self.path, 'w', encoding='utf-8') as f:
+                f.write(text)
+            self.stderr.seek(0)
+            self.stderr.truncate(0)
+            rc, out = self.run_cmd('plan', *self.ARGS)
+            self.assertEqual((2, ''), (rc, out))
+            lines = self.stderr.getvalue().splitlines()
+            self.assertEqual(1, len(lines), lines)
+            self.assertTrue(lines[0].startswith(
+                'nova-sched-ext-broker: %s: ' % self.path), lines[0])
+            self.assertIn(words, lines[0])
+            self.assertLess(len(lines[0]), 300)
+        self.assertIsNone(self.clouds)
+
+    def test_keystoneauth_does_not_repeat_a_clusters_warning(self):
+        self.run_cmd('plan', *self.ARGS)
+        self.assertEqual(logging.ERROR,
+                         logging.getLogger('keystoneauth').level)
+        self.run_cmd('--debug', 'plan', *self.ARGS)
+        self.assertEqual(logging.NOTSET,
+                         logging.getLogger('keystoneauth').level)

@@ -169,3 +169,165 @@ class TestLoad(base.TestCase):
         self.assertIn('broker.yaml: broker.chooser', str(exc))
         self.assertIn("'cheapest' is not registered", str(exc))
         self.assertIn('most-capacity, round-robin', str(exc))
+
+
+VALID = ('clusters:\n'
+         '  east-1: {region: RegionOne, datacenter: dc-east, pools: [n]}\n'
+         'flavor_families:\n'
+         '  f: {variants: [{flavor: f, pool: n, numa: single}]}\n')
+
+
+def alias_bomb(levels, width=9):
+    """A region of ``width ** levels`` strings in a few hundred bytes."""
+    names = 'abcdefghijklmnop'
+    items = ['&a [%s]' % ', '.join(['lol'] * width)]
+    for i in range(1, levels):
+        items.append('&%s [%s]' % (names[i], ', '.join(
+            ['*' + names[i - 1]] * width)))
+    return VALID.replace('region: RegionOne',
+                         'region: [%s]' % ', '.join(items))
+
+
+class TestHostileFiles(TestLoad):
+    """What a careless or hostile file gets: one line, nothing used."""
+
+    def test_an_alias_bomb_is_refused_before_it_is_built(self):
+        # 9 ** 6 = 531,441 strings; 9 levels took 320 s and 5.9 GB
+        self.assertRefused(alias_bomb(6), 'holds more than %d values once '
+                           'its aliases are expanded (line 2)'
+                           % broker_config.MAX_CONFIG_VALUES)
+
+    def test_aliases_within_the_bound_are_fine(self):
+        text = VALID.replace('pools: [n]', 'pools: &p [n]') + (
+            '  g: {variants: [{flavor: g, pool: n, numa: single}]}\n'
+            'roles:\n  batch: {numa: [dual], pools: *p}\n')
+        conf = broker_config.load(self.write(text))
+        self.assertEqual(('n',), conf.roles['batch'].pools)
+
+    def test_a_self_containing_alias_is_refused(self):
+        self.assertRefused(
+            'clusters: &c\n  east-1: {region: R, datacenter: d, '
+            'pools: *c}\nflavor_families: {}\n',
+            'is nested deeper than %d levels'
+            % broker_config.MAX_CONFIG_DEPTH)
+
+    def test_deep_nesting_is_refused_as_it_is_read(self):
+        self.assertRefused(VALID + 'roles: %s%s\n' % ('[' * 100, ']' * 100),
+                           'is nested deeper than 32 levels (line 5)')
+
+    def test_a_message_shows_a_bounded_part_of_a_value(self):
+        shown = []
+
+        class Loud:
+            def __repr__(self):
+                shown.append(self)
+                return 'loud'
+        data = helpers.config_dict()
+        data['clusters']['east-1']['region'] = [Loud()] * 1000
+        exc = self.assertRaises(broker_config.ConfigError,
+                                broker_config.parse, data, 'b.yaml')
+        self.assertIn("clusters.east-1.region: expected a name", str(exc))
+        self.assertIn('[loud, loud, loud, loud, ...]', str(exc))
+        self.assertLessEqual(len(shown), 4)
+
+    def test_a_long_key_is_shown_clipped(self):
+        name = 'x' * 1000    # YAML's longest simple key is 1024
+        exc = self.assertRaises(
+            broker_config.ConfigError, broker_config.load,
+            self.write(VALID.replace('east-1', name)))
+        self.assertIn(': clusters.xxx', str(exc))
+        self.assertIn("expected a name (letters", str(exc))
+        self.assertLess(len(str(exc)), 500)
+
+    def test_a_repeated_key_is_refused(self):
+        self.assertRefused(
+            VALID + '  f: {variants: [{flavor: g, pool: n, numa: dual}]}\n',
+            "is not valid YAML at line 5, column 3: the key 'f' is "
+            "repeated (first at line 4)")
+        self.assertRefused(
+            VALID.replace('clusters:\n', 'clusters:\n  east-1: {region: R2, '
+                          'datacenter: dc-east, pools: [n]}\n'),
+            "line 3, column 3: the key 'east-1' is repeated (first at line "
+            "2)")
+        self.assertRefused(
+            'broker:\n  max_attempts: 4\n  max_attempts: 100\n' + VALID,
+            "line 3, column 3: the key 'max_attempts' is repeated")
+
+    def test_a_merge_may_be_overridden(self):
+        text = VALID.replace(
+            '  east-1: {region: RegionOne, datacenter: dc-east, pools: [n]}',
+            '  east-2: &base {region: RegionOne, datacenter: dc-east, '
+            'pools: [n]}\n  east-1: {<<: *base, region: RegionTwo}')
+        conf = broker_config.load(self.write(text))
+        self.assertEqual('RegionTwo', conf.clusters['east-1'].region)
+        self.assertEqual(('n',), conf.clusters['east-1'].pools)
+
+    def test_sections_of_the_wrong_type_are_refused(self):
+        for section, value, kind in (
+                ('broker', '[]', 'a list'), ('broker', '0', 'an integer'),
+                ('roles', '""', 'a string'),
+                ('preemptible_caps', '[]', 'a list'),
+                ('deployment_sets', 'false', 'a boolean')):
+            self.assertRefused(VALID + '%s: %s\n' % (section, value),
+                               '%s: expected a mapping, got %s'
+                               % (section, kind))
+        self.assertRefused(VALID + 'deployment_sets: {caps: 0}\n',
+                           'deployment_sets.caps: expected a mapping, got '
+                           'an integer')
+
+    def test_an_empty_section_is_its_defaults(self):
+        conf = broker_config.load(self.write(
+            VALID + 'broker:\nroles:\ndeployment_sets:\n'))
+        self.assertEqual(broker_config.DEFAULT_MAX_ATTEMPTS,
+                         conf.max_attempts)
+        self.assertIn('pay-as-you-go', conf.roles)
+
+    def test_a_file_over_the_size_is_refused_unread(self):
+        padding = '# %s\n' % ('-' * 1021)
+        text = VALID + padding * (broker_config.MAX_CONFIG_BYTES // 1024)
+        self.assertGreater(len(text), broker_config.MAX_CONFIG_BYTES)
+        self.useFixture(fixtures.MockPatchObject(
+            broker_config, '_Loader', side_effect=AssertionError('parsed')))
+        self.assertRefused(text, 'is larger than 1024 KiB (%d bytes): a '
+                           'broker configuration is a few kilobytes'
+                           % len(text))
+
+    def test_a_file_at_the_size_loads(self):
+        text = VALID + '#' * (broker_config.MAX_CONFIG_BYTES - len(VALID))
+        conf = broker_config.load(self.write(text))
+        self.assertEqual(['east-1'], list(conf.clusters))
+
+    def test_an_integer_python_will_not_convert(self):
+        self.assertRefused('broker: {max_attempts: %s}\n' % ('1' * 5000) +
+                           VALID, 'cannot be read: Exceeds the limit')
+
+
+class TestTimeouts(base.TestCase):
+
+    def test_defaults_and_overrides(self):
+        conf = helpers.make_config()
+        self.assertEqual((5, 30, 8), (
+            conf.clusters['east-1'].connect_timeout,
+            conf.clusters['east-1'].read_timeout, conf.survey_workers))
+        clusters = helpers.config_dict()['clusters']
+        clusters['west-1']['read_timeout'] = 2
+        conf = helpers.make_config(
+            broker={'connect_timeout': 1, 'read_timeout': 10,
+                    'survey_workers': 3}, clusters=clusters)
+        self.assertEqual((1, 10), (conf.clusters['east-1'].connect_timeout,
+                                   conf.clusters['east-1'].read_timeout))
+        self.assertEqual((1, 2), (conf.clusters['west-1'].connect_timeout,
+                                  conf.clusters['west-1'].read_timeout))
+        self.assertEqual(3, conf.survey_workers)
+
+    def test_bounds(self):
+        for broker, words in (
+                ({'read_timeout': 0}, 'broker.read_timeout: must be from '
+                                      '0.1 to 3600'),
+                ({'connect_timeout': 'soon'}, 'broker.connect_timeout: '
+                                              'expected a number'),
+                ({'survey_workers': 0}, 'broker.survey_workers: must be '
+                                        'from 1 to 64')):
+            exc = self.assertRaises(broker_config.ConfigError,
+                                    helpers.make_config, broker=broker)
+            self.assertIn(words, str(exc))

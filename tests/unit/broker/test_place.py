@@ -142,6 +142,45 @@ class TestFilters(BrokerTest):
         self.assertEqual(4, sum(len(c.servers)
                                 for c in self.clouds.values()))
 
+    def test_a_same_named_group_of_another_project_is_not_the_set(self):
+        room = {n: {h.NORMAL_SINGLE: 10} for n in self.conf.clusters}
+        room['east-1'][h.NORMAL_SINGLE] = 20
+        broker = self.world(room)
+        east1 = self.clouds['east-1']
+        # project-x's own "web", 4 members: with ours it would pass the
+        # cap of 5, and it must not get our servers either
+        theirs = east1.add_group('web', 'project-x',
+                                 ['x-1', 'x-2', 'x-3', 'x-4'])
+        result = broker.place(request(deployment_set='web', count=2))
+        self.assertPlaced(result, 'east-1', h.NORMAL_SINGLE)
+        self.assertEqual(['x-1', 'x-2', 'x-3', 'x-4'], theirs.member_ids)
+        ours = [g for g in east1.groups.values() if g is not theirs]
+        self.assertEqual([('web', fake_cloud.FakeCloud.PROJECT)],
+                         [(g.name, g.project_id) for g in ours])
+        self.assertEqual(sorted(result.servers), sorted(ours[0].member_ids))
+        # the next request of the set counts our 2 members, not theirs
+        second = broker.place(request(deployment_set='web', count=3))
+        self.assertTrue(second.placed, second.error)
+        third = broker.place(request(deployment_set='web', count=1))
+        self.assertEqual('deployment set web has 5 members across the '
+                         'clusters; 1 more would pass its cap of 5',
+                         third.error)
+        self.assertEqual(4, len(theirs.member_ids))
+
+    def test_a_listing_with_other_projects_groups_is_filtered(self):
+        # an account whose listing returns every project's groups (a
+        # proxy, a policy): the project check still keeps ours apart
+        room = {'east-1': {h.NORMAL_SINGLE: 20}}
+        broker = self.world(room)
+        east1 = self.clouds['east-1']
+        theirs = east1.add_group('web', 'project-x', ['x-1'])
+        listing = east1.compute.server_groups
+        east1.compute.server_groups = (
+            lambda all_projects=False: listing(all_projects=True))
+        result = broker.place(request(deployment_set='web', count=2))
+        self.assertPlaced(result, 'east-1', h.NORMAL_SINGLE)
+        self.assertEqual(['x-1'], theirs.member_ids)
+
     def test_preemptible_cap_per_datacenter(self):
         room = {n: {h.SPOT_NORMAL: 10, h.SPOT_DPDK: 10}
                 for n in self.conf.clusters}
