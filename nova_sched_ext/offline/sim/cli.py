@@ -57,6 +57,8 @@ import re
 import sys
 import warnings
 
+from nova_sched_ext import version
+
 DEFAULT_COMPARE = ('nova-default', 'best-fit', 'numa-slot')
 PROGRESS_EVERY = 500
 PROG = 'nova-sched-ext-sim'
@@ -141,7 +143,7 @@ def _number(above=None, low=None, high=None):
     return parse
 
 
-def parse_args(argv):
+def build_parser():
     parser = _Parser(
         prog=PROG,
         description='Replay a VM request trace through Nova\'s own '
@@ -149,6 +151,7 @@ def parse_args(argv):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog='Options set with --set, --filters, --weighers and the '
                'shortcuts override both the presets and --config-file.')
+    version.add_version_option(parser)
     data = parser.add_argument_group('trace')
     data.add_argument(
         '--hosts', metavar='CSV',
@@ -316,6 +319,11 @@ def parse_args(argv):
     dfg.add_argument(
         '--no-watcher', action='store_true',
         help='with --defrag: leave Watcher\'s strategy out')
+    return parser
+
+
+def parse_args(argv):
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.broker:
         for option in ('compare', 'plot', 'sample_every', 'capacity',
