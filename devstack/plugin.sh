@@ -358,12 +358,20 @@ function configure_nova_sched_ext_capacity {
 # The catalog entry that OpenStackClient's "openstack capacity" and the
 # multi-cluster broker look the capacity API up by.
 function create_nova_sched_ext_capacity_accounts {
-    get_or_create_service nova-sched-ext-capacity \
+    local url service_id endpoint_id
+    url=$SERVICE_PROTOCOL://$SERVICE_HOST$NOVA_SCHED_EXT_CAPACITY_URL_PATH
+    # devstack's helpers print the new IDs: said with what they are, not
+    # as bare IDs on lines of their own in the log.
+    service_id=$(get_or_create_service nova-sched-ext-capacity \
         "$NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE" \
-        "NUMA-exact capacity of the flavors (nova-sched-ext)"
-    get_or_create_endpoint "$NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE" \
-        "$REGION_NAME" \
-        "$SERVICE_PROTOCOL://$SERVICE_HOST$NOVA_SCHED_EXT_CAPACITY_URL_PATH"
+        "NUMA-exact capacity of the flavors (nova-sched-ext)") ||
+        die $LINENO "cannot create the capacity API's catalog service"
+    endpoint_id=$(get_or_create_endpoint \
+        "$NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE" "$REGION_NAME" "$url") ||
+        die $LINENO "cannot create the capacity API's catalog endpoint"
+    echo "nova-sched-ext capacity API in the catalog:" \
+        "service $NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE ($service_id)," \
+        "endpoint $url ($endpoint_id)"
 }
 
 function start_nova_sched_ext_capacity {

@@ -41,6 +41,8 @@ import logging
 import os
 import sys
 
+from nova_sched_ext import version
+
 PROG = 'nova-sched-ext-broker'
 DEFAULT_CONFIG = '/etc/nova-sched-ext/broker.yaml'
 CONFIG_ENV = 'NOVA_SCHED_EXT_BROKER_CONFIG'
@@ -57,6 +59,7 @@ def build_parser():
     parser = _Parser(prog=PROG, description='Place a request across '
                      'clusters: pick the cluster and flavor variant from '
                      'each cluster\'s capacity, boot, fall back.')
+    version.add_version_option(parser)
     parser.add_argument('--config', metavar='FILE',
                         help='the broker configuration (default: $%s, '
                              'else %s)' % (CONFIG_ENV, DEFAULT_CONFIG))

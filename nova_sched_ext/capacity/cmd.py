@@ -45,6 +45,7 @@ import logging
 import sys
 
 from nova_sched_ext.capacity import errors
+from nova_sched_ext import version
 
 PROG = 'nova-sched-ext-capacity'
 BY = ('host', 'aggregate', 'az', 'cell', 'cloud')
@@ -85,6 +86,7 @@ def add_config_options(parser):
 
 def build_parser(prog=PROG):
     parser = _Parser(prog=prog, description=DESCRIPTION)
+    version.add_version_option(parser)
     add_config_options(parser)
     parser.add_argument(
         '--flavor', action='append', metavar='FLAVOR', dest='flavors',

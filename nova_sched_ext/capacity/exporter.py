@@ -52,6 +52,7 @@ import time
 from oslo_log import log as logging
 
 from nova_sched_ext.capacity import api_conf
+from nova_sched_ext import version
 
 # prometheus_client is imported where it is used: its HTTP server must be
 # imported after main() has chosen Nova's concurrency mode, or under
@@ -60,6 +61,13 @@ from nova_sched_ext.capacity import api_conf
 LOG = logging.getLogger(__name__)
 
 PROG = 'nova-sched-ext-capacity-exporter'
+#: what ``--help`` says the command is
+DESCRIPTION = (
+    'Serve the NUMA-exact capacity of the flavors (the counts of '
+    'nova-sched-ext-capacity) to Prometheus on http://exporter_host:'
+    'exporter_port/metrics, counted again every refresh_interval seconds '
+    '(options of [nova_sched_ext_capacity]). Reads the databases and '
+    'placement of nova.conf; changes nothing.')
 PREFIX = 'nova_sched_ext_capacity_'
 
 
@@ -290,6 +298,14 @@ def main(argv=None, stop=None):
     argv = sys.argv[1:] if argv is None else argv
     conf = nova.conf.CONF
     api_conf.register_opts(conf)
+    # --help and --version first, with this command's description and
+    # the package's version (Nova's parse_args would give neither).
+    logging.register_options(conf)
+    try:
+        conf(list(argv), project='nova', prog=PROG,
+             version=version.version_string(), description=DESCRIPTION)
+    finally:
+        conf.clear()
     # A count reads the databases and placement; it sends no RPC.
     config.parse_args([PROG] + list(argv), init_rpc=False, prog=PROG)
     logging.setup(conf, 'nova-sched-ext')

@@ -85,6 +85,14 @@ def use_native_threads():
         LOG.warning('The process is monkey-patched by eventlet already; '
                     'the capacity service runs on it as it is')
         return
+    # As Nova does in its native threading mode: eventlet cannot be
+    # imported from here on. Without this, futurist's optional import of
+    # eventlet (oslo.service's threading backend imports futurist) prints
+    # EventletDeprecationWarning first thing, even for --help, in a
+    # process that never uses eventlet.
+    poison = getattr(monkey_patch, 'poison_eventlet', None)
+    if poison is not None and 'eventlet' not in sys.modules:
+        poison()
     import oslo_service.backend as service_backend
     try:
         service_backend.init_backend(service_backend.BackendType.THREADING)

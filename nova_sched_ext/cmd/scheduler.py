@@ -65,6 +65,7 @@ from nova import version
 from nova_sched_ext import conf as sched_ext_conf  # noqa: registers options
 from nova_sched_ext import coordination
 from nova_sched_ext import registry
+from nova_sched_ext import version as package_version
 
 CONF = nova.conf.CONF
 
@@ -106,7 +107,8 @@ def parse_args(argv, prog):
     """Parse the command line and the configuration like nova-scheduler.
 
     The command line is parsed once on its own first, with this command's
-    description for ``--help``, so that a mistake in it or in the files it
+    description for ``--help`` and the package's version (and Nova's) for
+    ``--version``, so that a mistake in it or in the files it
     names is a :class:`UsageError` before Nova sets up RPC and the
     database; then Nova's ``config.parse_args`` parses it as it does for
     ``nova-scheduler``.
@@ -114,7 +116,8 @@ def parse_args(argv, prog):
     logging.register_options(CONF)
     try:
         CONF(argv[1:], project='nova', prog=prog,
-             version=version.version_string(), description=DESCRIPTION)
+             version=package_version.version_string(),
+             description=DESCRIPTION)
         found = CONF.config_file or CONF.config_dir
     except cfg.Error as exc:
         raise UsageError(exc) from None

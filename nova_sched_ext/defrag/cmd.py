@@ -54,6 +54,7 @@ import sys
 from nova_sched_ext.capacity import errors
 # Registers [nova_sched_ext_defrag], which apply reads.
 from nova_sched_ext.defrag import conf as defrag_conf
+from nova_sched_ext import version
 
 PROG = 'nova-sched-ext-defrag'
 #: The entry-point namespace of the saved states ``plan --state`` reads.
@@ -92,6 +93,7 @@ def _percent(text):
 
 def build_parser(prog=PROG):
     parser = _Parser(prog=prog, description=DESCRIPTION)
+    version.add_version_option(parser)
     commands = parser.add_subparsers(dest='command', metavar='COMMAND',
                                      parser_class=_Parser)
     commands.required = True

@@ -53,12 +53,14 @@ import warnings
 ALWAYS_SHOWN_FILTERS = ('NUMAFitFilter', 'NUMATopologyFilter')
 
 
-def parse_args(argv):
+def build_parser():
+    from nova_sched_ext import version
     parser = argparse.ArgumentParser(
         prog='nova-sched-ext-demo',
         description='Boot NUMA flavors on a real, in-process Nova with the '
                     'nova-sched-ext filters enabled from nova.conf, and '
                     'show where each server landed.')
+    version.add_version_option(parser)
     parser.add_argument(
         '--scenario', action='append', metavar='NAME',
         help='run only this scenario (repeatable; see --list)')
@@ -76,7 +78,11 @@ def parse_args(argv):
     parser.add_argument(
         '-v', '--verbose', action='count', default=0,
         help='show Nova\'s log on stderr (-v: info, -vv: debug)')
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv):
+    return build_parser().parse_args(argv)
 
 
 def _quiet_process_logging(verbose):

@@ -498,3 +498,73 @@ class InvariantsTest(base.TestCase):
         self._track(cloud, 'a', 'g')
         self._track(cloud, 'b', 'g')
         self.assertEqual({'set-spread': 1}, self._violations(cloud)[1])
+
+
+class RunProcessTest(base.TestCase):
+    """A service killed on purpose leaves no "Killed" line of bash's."""
+
+    def test_a_killed_service_is_not_reported_by_bash(self):
+        work = self.useFixture(fixtures.TempDir()).path
+        # The fault rounds' kill -9 of a service run_process started,
+        # then more commands of the same shell (bash reports a dead job
+        # at the next one).
+        script = ('LITE_DIR=%s VENV=/nonexistent LOGDIR=%s PIDDIR=%s\n'
+                  'source %s/functions.sh\n'
+                  'ENABLED_SERVICES=nse-test\n'
+                  'run_process nse-test "sleep 60"\n'
+                  'read -r pid _ < %s/nse-test.pid\n'
+                  'kill -KILL -- "-$pid"\n'
+                  'while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done\n'
+                  'sleep 0.2\n'
+                  'echo done\n' % (LITE, work, work, LITE, work))
+        done = subprocess.run(['bash', '-c', script], capture_output=True,
+                              text=True, timeout=60)
+        self.assertEqual(0, done.returncode, done.stderr)
+        self.assertIn('done', done.stdout)
+        self.assertNotIn('Killed', done.stderr)
+        self.assertNotIn('Killed', done.stdout)
+
+
+class FaultRoundMessagesTest(base.TestCase):
+    """What multisched.py prints says which failures a round expects."""
+
+    def test_a_long_reason_ends_on_a_word(self):
+        reason = ('The lock of the server group could not be taken: the '
+                  'coordination backend is down')
+        short = multisched.shorten(reason, 40)
+        self.assertEqual('The lock of the server group could not\u2026',
+                         short)
+        self.assertLessEqual(len(short), 40)
+        self.assertEqual('short one', multisched.shorten('short  one\n', 40))
+        # one word longer than the width: cut, still marked
+        self.assertEqual('abcd\u2026', multisched.shorten('abcdefgh', 5))
+
+    def _boot(self, status, fault=''):
+        boot = multisched.Boot('0123456789abcdef', {}, None, 'z')
+        boot.status, boot.fault = status, fault
+        return boot
+
+    def test_an_expected_error_says_so(self):
+        boot = self._boot('ERROR', 'MessagingTimeout: Timed out waiting for '
+                                   'a reply to message ID 1234567890abcdef '
+                                   'from the scheduler service')
+        text = multisched.as_expected(
+            boot, 'ERROR', multisched.EXPECTED_FAILURE['kill-reserved'])
+        self.assertTrue(text.startswith(
+            'ERROR, as expected: its scheduler was killed'), text)
+        self.assertTrue(text.endswith('\u2026)'), text)
+        self.assertNotIn('as expected',
+                         multisched.as_expected(self._boot('ACTIVE'),
+                                                'ERROR'))
+        self.assertEqual('ACTIVE, not ERROR', multisched.as_expected(
+            self._boot('ACTIVE'), 'ERROR'))
+
+    def test_the_killed_scheduler_is_named(self):
+        line = multisched.killed_line(
+            'kill-between', 'evicted 30563 victim-1',
+            {'n-sch': {100, 101}, 'n-sch-2': {30560, 30563}})
+        self.assertEqual('round kill-between: scheduler n-sch-2 (pid 30563) '
+                         'killed at evicted (expected: fault round '
+                         'kill-between)', line)
+        self.assertIn('scheduler ? (pid 7)', multisched.killed_line(
+            'kill-gone', 'gone 7 -', {}))

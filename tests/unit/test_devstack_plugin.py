@@ -423,6 +423,20 @@ class CapacityServicesPluginTest(RecordedPluginTest):
              'get_or_create_endpoint numa-capacity RegionOne '
              'http://192.0.2.10/numa-capacity'], calls)
 
+    def test_the_catalog_ids_are_labelled(self):
+        # devstack's helpers print the new IDs; the log says what they are
+        out = _bash(self._script(
+            'function get_or_create_service { echo 5e7c1d; }\n'
+            'function get_or_create_endpoint { echo e1d2b3; }\n'
+            'source %s/devstack/plugin.sh\n'
+            'create_nova_sched_ext_capacity_accounts' % REPO,
+            'nse-capacity-api'), CALLS=self.calls)
+        self.assertEqual(
+            ['nova-sched-ext capacity API in the catalog: service '
+             'numa-capacity (5e7c1d), endpoint '
+             'http://192.0.2.10/numa-capacity (e1d2b3)'],
+            out.splitlines())
+
     def test_stack_extra_starts_both_services(self):
         calls = self._plugin('source %s/devstack/plugin.sh stack extra'
                              % REPO)

@@ -98,7 +98,8 @@ WATCHER_RUNNERS = ('nova_sched_ext.offline.sim.watcher_run',)
 BROKER = 'nova_sched_ext.broker'
 BROKER_MAY_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.registry',
                      'nova_sched_ext.capacity.osc',
-                     'nova_sched_ext.capacity.api_conf')
+                     'nova_sched_ext.capacity.api_conf',
+                     'nova_sched_ext.version')
 
 
 def within(name, prefixes):

@@ -107,6 +107,38 @@ def log(message, *args):
     print(message % args if args else message, flush=True)
 
 
+def shorten(text, width):
+    """``text`` on one line, at most ``width`` characters, cut after a word.
+
+    A reason cut in the middle of a word ("... could )") reads like a bug
+    of its own; one that ends on a word and an ellipsis says it goes on.
+    """
+    text = ' '.join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    if text[width - 1] != ' ' and ' ' in cut:
+        # drop the word the cut went through
+        cut = cut.rsplit(' ', 1)[0]
+    return cut.rstrip(' ,;:') + '\u2026'
+
+
+def as_expected(boot, expected, why=''):
+    """``ERROR, as expected: why (fault...)`` or ``ACTIVE, not ERROR``.
+
+    A fault round makes some boots fail on purpose: the log says which
+    failures were the point of the round.
+    """
+    text = boot.status
+    if boot.status == expected:
+        text += ', as expected' + (': %s' % why if why else '')
+    else:
+        text += ', not %s' % expected
+    if boot.fault:
+        text += ' (%s)' % shorten(boot.fault, 90)
+    return text
+
+
 def _session():
     from keystoneauth1.identity import v3
     from keystoneauth1 import session
@@ -477,7 +509,8 @@ def rate(label, boots):
 def outcome(boots):
     """``12 ACTIVE, 2 ERROR (2 x No valid host ...)``"""
     counts = collections.Counter(b.status for b in boots)
-    faults = collections.Counter(b.fault[:100] for b in boots if b.fault)
+    faults = collections.Counter(shorten(b.fault, 100) for b in boots
+                                 if b.fault)
     text = ', '.join('%d %s' % (n, s) for s, n in sorted(counts.items()))
     if faults:
         text += ' (%s)' % '; '.join('%d x %s' % (n, f) for f, n in
@@ -524,7 +557,8 @@ def burst(cloud, args):
     boots = cloud.wait_final(cloud.boot_many(
         [(spot, zone, None)] * args.preemptible))
     rate('burst preemptible', boots)
-    log('burst preemptible: %s (zone cap %d, host cap %d)', outcome(boots),
+    log('burst preemptible: %s (zone cap %d, host cap %d: a boot beyond '
+        'them ends in ERROR, as expected)', outcome(boots),
         cloud.max_per_az, cloud.max_per_host)
     violations += cloud.check('burst preemptible')
 
@@ -584,6 +618,15 @@ class Faults(object):
         pid = self.pid(service)
         return pid is not None and os.path.exists('/proc/%d' % pid)
 
+    def scheduler_pids(self):
+        """``{service: the pids of its processes}``, to name a killed one."""
+        trees = {}
+        for service in self.schedulers:
+            pid = self.pid(service)
+            if pid is not None:
+                trees[service] = set(process_tree(pid))
+        return trees
+
     def wait_all_up(self, timeout=120):
         """Until the supervisor restarted every scheduler (and logged)."""
         deadline = time.monotonic() + timeout
@@ -616,6 +659,33 @@ def top_up(cloud, hosts, spot, zone):
         return cloud.wait_final(cloud.boot_many([(spot, zone, None)] *
                                                 count))
     return []
+
+
+#: why an eviction round's on-demand boot ends in ERROR
+EXPECTED_FAILURE = {
+    'kill-reserved': 'its scheduler was killed, the call times out',
+    'kill-between': 'its scheduler was killed, the call times out',
+    'kill-gone': 'its scheduler was killed, the call times out',
+    'placement-500': 'placement refused the reservation',
+    'placement-409': 'placement refused the reservation twice',
+    'compute-fail': 'the Compute API failed the eviction',
+}
+
+
+def killed_line(name, killed, schedulers):
+    """``scheduler S (pid P) killed at POINT (expected: fault round N)``.
+
+    ``killed`` is the launcher's ``POINT PID VICTIM`` record; the round's
+    own SIGKILL is no failure, and the log says so in its own words (run.sh
+    keeps bash from reporting the job as "Killed").
+    """
+    fields = killed.split()
+    point = fields[0] if fields else '?'
+    pid = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+    service = next((s for s, pids in sorted(schedulers.items())
+                    if pid in pids), None)
+    return 'round %s: scheduler %s (pid %s) killed at %s (expected: fault ' \
+        'round %s)' % (name, service or '?', pid or '?', point, name)
 
 
 def round_eviction(cloud, faults, name, hosts, zone, spot):
@@ -653,6 +723,8 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
         faults.rules('compute', [{'method': 'DELETE',
                                   'path_prefix': '/v2.1/servers/',
                                   'status': 500, 'count': 1}])
+    # Taken before the kill: a dead process is no longer in /proc.
+    schedulers = faults.scheduler_pids() if kill else {}
     # The preemptible servers there now (earlier rounds evicted some).
     present = cloud.list_servers()
     before = {b.id for b in cloud.servers.values() if b.flavor is spot and
@@ -670,11 +742,15 @@ def round_eviction(cloud, faults, name, hosts, zone, spot):
     evicted = sorted(before - set(now))
     for victim in evicted:
         cloud.servers[victim].status = 'EVICTED'
-    log('round %s: on-demand boot %s %s%s; victims evicted: %d of %d; '
-        'killed: %s', name, boot.id[:8], boot.status,
-        ' (%s)' % boot.fault[:90] if boot.fault else '', len(evicted),
-        len(before), killed or ('-' if not kill else
-                                'NOTHING (the point was not reached)'))
+    if killed:
+        log(killed_line(name, killed, schedulers))
+    # Every eviction round makes the boot fail (see below).
+    log('round %s: on-demand boot %s %s; victims evicted: %d of %d; '
+        'killed: %s', name, boot.id[:8],
+        as_expected(boot, 'ERROR', EXPECTED_FAILURE[name]),
+        len(evicted), len(before),
+        'a scheduler, as above' if killed else (
+            '-' if not kill else 'NOTHING (the point was not reached)'))
     failed = 0
     if kill and not (fired and killed):
         log('round %s: the kill point was never reached', name)
@@ -798,9 +874,10 @@ def round_redis(cloud, faults, hosts, zone):
     down = cloud.wait_final(cloud.boot_many(
         [(small, zone, None), (small, zone, group), (spot, zone, None)]))
     plain, member, capped = down
-    log('round redis-stop: redis down: plain boot %s, set member %s (%s), '
-        'capped preemptible %s (%s)', plain.status, member.status,
-        member.fault[:60], capped.status, capped.fault[:60])
+    log('round redis-stop: redis down: plain boot %s; set member %s; '
+        'capped preemptible %s', as_expected(plain, 'ACTIVE'),
+        as_expected(member, 'ERROR', 'its set lock is on redis'),
+        as_expected(capped, 'ERROR', 'its cap is counted on redis'))
     faults.remove('hold-nse-redis')
     faults.wait_all_up()
     deadline = time.monotonic() + 60
@@ -808,7 +885,8 @@ def round_redis(cloud, faults, hosts, zone):
         time.sleep(0.5)
     time.sleep(3)
     [after] = cloud.wait_final(cloud.boot_many([(small, zone, group)]))
-    log('round redis-stop: redis up again: set member %s', after.status)
+    log('round redis-stop: redis up again: set member %s',
+        as_expected(after, 'ACTIVE'))
     failed = 0
     expected = (('plain boot while redis is down', plain, 'ACTIVE'),
                 ('set member while redis is down', member, 'ERROR'),

@@ -57,6 +57,7 @@ import sys
 import time
 
 from nova_sched_ext.offline import loader
+from nova_sched_ext import version
 
 
 class _Lazy(object):
@@ -391,6 +392,8 @@ class _FreeWeigher(object):
 #: NUMASlotWeigher's cost target: added to one request at 10,000 hosts with
 #: 8 reference flavors, over what Nova's handler charges any weigher.
 WEIGHER_TARGET_MS = 2.0
+REPEATS_HELP = ('times each side is measured, alternately; the figures are '
+                'the medians (default 5)')
 
 
 def _nova_refresh(hosts, topologies):
@@ -531,38 +534,51 @@ def _output_options(parser, default):
                         help='fit engine backend (default: as configured)')
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(
         prog='nova-sched-ext-bench', description=__doc__.split('\n')[0])
+    version.add_version_option(parser)
     _output_options(parser, False)
     common = argparse.ArgumentParser(add_help=False)
     _output_options(common, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest='command', required=True)
     fit = sub.add_parser('fit', help='per-host fit: engine vs Nova',
                          parents=[common])
-    fit.add_argument('--repeats', type=int, default=5)
+    fit.add_argument('--repeats', type=int, default=5,
+                     help=REPEATS_HELP)
     fit.add_argument('--corpus', type=int, default=2000,
                      help='random cases checked against Nova')
     filt = sub.add_parser('filter', help='one filtering pass over many hosts',
                           parents=[common])
-    filt.add_argument('--hosts', type=int, default=10000)
-    filt.add_argument('--repeats', type=int, default=5)
+    filt.add_argument('--hosts', type=int, default=10000,
+                      help='the larger cloud filtered, beside 1000 hosts '
+                           '(default 10000)')
+    filt.add_argument('--repeats', type=int, default=5,
+                      help=REPEATS_HELP)
     weigher = sub.add_parser('weigher',
                              help='NUMASlotWeigher cost per request',
                              parents=[common])
-    weigher.add_argument('--hosts', type=int, default=10000)
-    weigher.add_argument('--flavors', type=int, default=8)
-    weigher.add_argument('--repeats', type=int, default=5)
+    weigher.add_argument('--hosts', type=int, default=10000,
+                         help='the larger cloud weighed, beside 1000 hosts '
+                              '(default 10000)')
+    weigher.add_argument('--flavors', type=int, default=8,
+                         help='reference flavors whose slots the weigher '
+                              'counts (default 8)')
+    weigher.add_argument('--repeats', type=int, default=5,
+                         help=REPEATS_HELP)
     capacity = sub.add_parser(
         'capacity', help='one full capacity pass: the C engine vs Nova\'s '
                          'numa_fit_instance_to_host loop',
         parents=[common])
-    capacity.add_argument('--hosts', type=int, default=10000)
+    capacity.add_argument('--hosts', type=int, default=10000,
+                          help='hosts counted by the C engine (default '
+                               '10000)')
     capacity.add_argument('--flavors', type=int, default=20,
                           help='flavors counted (at most 20)')
     capacity.add_argument('--nova-hosts', type=int, default=50,
                           help='hosts sampled for Nova\'s loop per repeat')
-    capacity.add_argument('--repeats', type=int, default=5)
+    capacity.add_argument('--repeats', type=int, default=5,
+                          help=REPEATS_HELP)
     victims = sub.add_parser(
         'victims', help='preemption victim selection: victims chosen vs '
                         'the brute-force optimum, and decision time',
@@ -570,19 +586,25 @@ def main(argv=None):
     victims.add_argument('--clusters', type=int, default=200,
                          help='random small clusters compared with the '
                               'brute-force optimum')
-    victims.add_argument('--seed', type=int, default=1)
+    victims.add_argument('--seed', type=int, default=1,
+                         help='seed of the random clusters (default 1)')
     victims.add_argument('--hosts', type=int, default=1000,
                          help='hosts of the decision-time cluster')
     victims.add_argument('--per-host', type=int, default=20,
                          help='preemptible instances on each of those hosts')
-    victims.add_argument('--repeats', type=int, default=5)
+    victims.add_argument('--repeats', type=int, default=5,
+                         help=REPEATS_HELP)
     scale = sub.add_parser(
         'scale', help='the whole select_destinations on real placement '
                       'and databases: stock Nova vs the package',
         parents=[common])
     from nova_sched_ext.offline.bench import scale as scale_bench
     scale_bench.add_arguments(scale)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     import logging as std_logging
     std_logging.getLogger().setLevel(std_logging.WARNING)
     import warnings
@@ -599,6 +621,7 @@ def main(argv=None):
         from nova_sched_ext.offline.bench import capacity as capacity_bench
         return capacity_bench.run(args)
     if args.command == 'scale':
+        from nova_sched_ext.offline.bench import scale as scale_bench
         return scale_bench.run(args)
     if args.command == 'victims':
         from nova_sched_ext.offline.bench import victims as victims_bench

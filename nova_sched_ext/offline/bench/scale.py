@@ -1302,7 +1302,9 @@ def add_arguments(parser):
                              'max_placement_results for both schedulers '
                              '(default: Nova\'s, 1000); each size runs at '
                              'each value, in a process of its own')
-    parser.add_argument('--seed', type=int, default=3)
+    parser.add_argument('--seed', type=int, default=3,
+                        help='seed of the random cloud and requests '
+                             '(default 3)')
     # The parent's name prefix for a child's databases, so that the parent
     # can drop what a child that died left.
     parser.add_argument('--db-prefix', default=None, help=argparse.SUPPRESS)

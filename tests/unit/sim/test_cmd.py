@@ -128,6 +128,60 @@ class TestCommand(base.SimTestCase):
         self.assertEqual(60, summary['requests'])
         self.assertGreater(summary['departed'], 0)
 
+    def test_a_long_replay_shows_progress_by_default(self):
+        # 30 requests: a long replay for the default; a line every 10
+        _out, err, _ = self.run_cli('--synthetic', '30', '--seed', '2',
+                                    '--synthetic-hosts', '4', '--json',
+                                    '--progress-every', '10')
+        lines = err.splitlines()
+        self.assertEqual('synthetic-seed2, policy configured: 30 requests '
+                         'on 4 hosts', lines[0])
+        self.assertEqual(3, len(lines[1:]), err)
+        for done, line in zip((10, 20, 30), lines[1:]):
+            self.assertIn('synthetic-seed2, configured: %d/30 requests'
+                          % done, line)
+            self.assertIn('placed', line)
+            self.assertIn('s/request', line)
+        self.assertIn('left', lines[1])
+
+    def test_no_progress(self):
+        _out, err, _ = self.run_cli('--synthetic', '30', '--seed', '2',
+                                    '--synthetic-hosts', '4', '--json',
+                                    '--no-progress')
+        self.assertEqual('', err)
+        # a short replay shows none unless asked
+        self.assertEqual('', self.run_cli('--json')[1])
+        err = self.run_cli('--json', '--progress', '--progress-every',
+                           '4')[1]
+        self.assertIn('configured: 4/8 requests (50%)', err)
+        self.assertIn('configured: 8/8 requests (100%)', err)
+
+    def test_a_bar_on_a_terminal(self):
+        class Terminal(io.StringIO):
+            def isatty(self):
+                return True
+
+        clock = iter(range(0, 1000, 10))
+        args = cli.parse_args(['--hosts', self.hosts, '--requests',
+                               self.requests])
+        stream = Terminal()
+        progress = cli.Progress(stream, 'T', 8,
+                                every=args.progress_every,
+                                clock=lambda: next(clock))
+        result = replay.Result(policy='p', hosts=3)
+        simulator = mock.Mock(result=result)
+        for done in range(1, 9):
+            result.placed = done
+            progress(simulator, done)
+        text = stream.getvalue()
+        # redrawn in place, one line in the end
+        self.assertEqual(8, text.count('\r'))
+        self.assertEqual(1, text.count('\n'))
+        self.assertTrue(text.endswith('\n'))
+        self.assertIn('[' + '#' * 12 + '.' * 12 + '] 4/8', text)
+        self.assertIn('8 placed, 0 rejected, 10.00 s/request', text)
+        self.assertIn('~40 s left', text)
+
 
 class TestBadInput(base.CommandTestCase):
     """Bad files and options: exit 2, one line on stderr, no traceback."""
