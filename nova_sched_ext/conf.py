@@ -7,6 +7,8 @@ All options live in the ``[nova_sched_ext]`` group of ``nova.conf``.  The
 
 from oslo_config import cfg
 
+from nova_sched_ext import opt_types
+
 GROUP_NAME = 'nova_sched_ext'
 
 nova_sched_ext_group = cfg.OptGroup(
@@ -51,7 +53,7 @@ numa_fit_filter_opts = [
 ]
 
 numa_slot_weigher_opts = [
-    cfg.FloatOpt(
+    opt_types.FiniteFloatOpt(
         'numa_slot_weight_multiplier',
         default=10.0,
         help='Multiplier of NUMASlotWeigher. The default, 10, outweighs '
