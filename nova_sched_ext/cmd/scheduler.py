@@ -28,28 +28,21 @@ A command line or configuration the service cannot start with ends in one
 line on stderr and exit status 2, as a bad argument to any command does:
 no configuration file at all (no ``--config-file`` and none of oslo.config's
 default locations), a ``--config-file`` or ``--config-dir`` that does not
-exist, a file that cannot be parsed, a value of the wrong type in an option
+exist, a file that is a directory, cannot be read, is not UTF-8 or cannot
+be parsed, a value of the wrong type in an option
 read before the service starts (the logging options, ``[scheduler]
 workers``, ``[nova_sched_ext] scheduler_driver``).
 """
-# autopep8: off
+# Native threads, as nova-scheduler's default (one line, as Nova's, so that
+# the imports below still count as the top of the file); a config file that
+# cannot be read is main()'s to report, in one line.
+from nova_sched_ext.cmd import config_files; config_files.choose_native_threads()  # noqa
+
 import os
-
-from nova import monkey_patch
-from oslo_config import cfg
-try:
-    monkey_patch.patch(backend='threading')
-except cfg.Error:
-    # A config file that cannot be read: main() says so in one line.  Until
-    # then the process is what this command's default makes it, native
-    # threading (with eventlet kept out), whatever the file would have said.
-    os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = 'true'
-    monkey_patch.patch(backend='threading')
-# autopep8: on
-
 import sys
 
 from oslo_concurrency import processutils
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_reports import guru_meditation_report as gmr
 from oslo_reports import opts as gmr_opts
@@ -113,6 +106,9 @@ def parse_args(argv, prog):
     """
     logging.register_options(CONF)
     try:
+        # A directory or a file that is not UTF-8 would escape oslo.config
+        # as a bare OSError or UnicodeDecodeError.
+        config_files.check_command_line(argv[1:], project='nova', prog=prog)
         CONF(argv[1:], project='nova', prog=prog,
              version=version.version_string(), description=DESCRIPTION)
         found = CONF.config_file or CONF.config_dir

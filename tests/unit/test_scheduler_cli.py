@@ -33,6 +33,9 @@ from tests.unit.test_manager import import_scheduler_cmd
 
 PROG = 'nova-sched-ext-scheduler'
 
+#: a nova.conf saved by a Latin-1 editor; oslo.config reads UTF-8
+NOT_UTF8 = b'[DEFAULT]\n# caf\xe9\n'
+
 #: runs the console script's ``main`` under its own name
 SCRIPT = textwrap.dedent('''
     import sys
@@ -92,6 +95,18 @@ class SchedulerCommandLineTest(base.TestCase):
         path = self.write('nova.conf', '[DEFAULT]\nno assignment here\n')
         self.assertUsageError('Failed to parse %s' % path,
                               '--config-file', path)
+
+    def test_a_config_file_that_is_a_directory(self):
+        self.assertUsageError('config file %s is a directory' % self.dir,
+                              '--config-file', self.dir)
+
+    def test_a_config_file_that_is_not_utf8(self):
+        path = os.path.join(self.dir, 'nova.conf')
+        with open(path, 'wb') as f:
+            f.write(NOT_UTF8)
+        self.assertUsageError('config file %s is not UTF-8 text' % path,
+                              '--config-file', path)
+        self.assertUsageError(path, '--config-dir', self.dir)
 
     def test_a_good_command_line_is_parsed_by_nova(self):
         path = self.write('nova.conf', '[scheduler]\nworkers = 2\n')
@@ -162,6 +177,16 @@ class SchedulerCommandProcessTest(base.TestCase):
     def test_a_config_file_that_cannot_be_parsed(self):
         path = self.write('nova.conf', '[DEFAULT]\nno assignment here\n')
         self.assertUsageError('Failed to parse %s' % path,
+                              '--config-file', path)
+
+    def test_config_files_that_cannot_be_read(self):
+        # Read first by the concurrency choice, on import.
+        self.assertUsageError('config file %s is a directory' % self.dir,
+                              '--config-file', self.dir)
+        path = os.path.join(self.dir, 'nova.conf')
+        with open(path, 'wb') as f:
+            f.write(NOT_UTF8)
+        self.assertUsageError('config file %s is not UTF-8 text' % path,
                               '--config-file', path)
 
     def test_a_value_of_the_wrong_type(self):
