@@ -311,6 +311,41 @@ ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
             candidate_limit_opts)
 
 
+class InvalidOptionValue(cfg.Error):
+    """A configured value its option refuses; the message names the option."""
+
+
+def check_values(conf, listed):
+    """Read every option of ``listed`` once, so that a bad value stops a start.
+
+    oslo.config checks a value against its option's type, bounds and
+    choices only when the option is read, and a service reads some options
+    at its first request, in a forked worker, or never: a value out of
+    bounds would then end in a traceback long after the service started,
+    or not at all.  An option or group that is not registered is skipped.
+
+    :param listed: ``[(group, [options])]``, as a ``list_opts`` returns
+    :raises InvalidOptionValue: for the first value refused
+    """
+    for group, opts in listed:
+        group_name = getattr(group, 'name', group) or 'DEFAULT'
+        for opt in opts:
+            try:
+                if group_name == 'DEFAULT':
+                    conf[opt.dest]
+                else:
+                    conf[group_name][opt.dest]
+            except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+                continue
+            except cfg.ConfigSourceValueError as exc:
+                # oslo.config's message names the option by its location
+                # object; the reason is what the operator needs.
+                reason = str(exc).rpartition(' is not valid: ')[2]
+                raise InvalidOptionValue(
+                    'invalid value of [%s] %s: %s'
+                    % (group_name, opt.dest, reason)) from None
+
+
 def register_opts(conf):
     conf.register_group(nova_sched_ext_group)
     conf.register_opts(ALL_OPTS, group=nova_sched_ext_group)

@@ -13,6 +13,7 @@
 """The package's scheduler manager and nova-sched-ext-scheduler."""
 
 import importlib
+import io
 from unittest import mock
 
 import fixtures
@@ -257,6 +258,8 @@ class TestSchedulerCommand(test.NoDBTestCase):
     def setUp(self):
         super().setUp()
         self.cmd = import_scheduler_cmd()
+        self.stderr = io.StringIO()
+        self.useFixture(fixtures.MockPatch('sys.stderr', self.stderr))
 
     def test_service_is_nova_scheduler_with_our_manager(self):
         with mock.patch('nova.service.Service.create') as create:
@@ -308,8 +311,10 @@ class TestSchedulerCommand(test.NoDBTestCase):
                                   'setup_autorun'), \
                 mock.patch.object(cmd.service, 'serve') as serve:
             exc = self.assertRaises(SystemExit, cmd.main)
+        self.assertEqual(2, exc.code)
         self.assertIn("scheduler_driver = 'nope' is not a scheduler "
-                      "driver; known: default, preemption", str(exc))
+                      "driver; known: default, preemption",
+                      self.stderr.getvalue())
         serve.assert_not_called()
 
     def test_a_backend_without_records_stops_the_preemption_driver(self):
@@ -330,9 +335,10 @@ class TestSchedulerCommand(test.NoDBTestCase):
                            PreemptionSchedulerManager()), \
                 mock.patch.object(cmd.service, 'serve') as serve:
             exc = self.assertRaises(SystemExit, cmd.main)
+        self.assertEqual(2, exc.code)
         self.assertIn('the coordination backend zookeeper://127.0.0.1:2181 '
                       '([nova_sched_ext] deployment_set_lock_url) holds locks '
-                      'only', str(exc))
+                      'only', self.stderr.getvalue())
         serve.assert_not_called()
 
     def test_manager_class_path_resolves(self):
