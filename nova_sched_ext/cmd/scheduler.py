@@ -146,6 +146,7 @@ def main(argv=None):
 
         workers = CONF.scheduler.workers or processutils.get_worker_count()
         server = create_service()
+        coordination.check_at_start(server.manager)
     except (UsageError, sched_ext_conf.InvalidOptionValue,
             cfg.ConfigSourceValueError) as exc:
         # A value of the wrong type in a file is found only when the
@@ -155,8 +156,10 @@ def main(argv=None):
         # An unknown or broken driver, request wrapper or victim strategy
         # named in the configuration: a scheduler without it would be unsafe.
         _usage_error(prog, exc)
-    except coordination.BackendUnsupported as exc:
-        # The preemption driver on a backend that cannot record evictions.
+    except (coordination.BackendUnsupported,
+            coordination.BackendUnusable) as exc:
+        # The preemption driver on a backend that cannot record evictions;
+        # a backend URL that can never work.
         _usage_error(prog, exc)
 
     # As nova-scheduler does: the executors must not cross the fork of

@@ -14,6 +14,7 @@
 
 import importlib
 import io
+import logging
 from unittest import mock
 
 import fixtures
@@ -251,6 +252,38 @@ def import_scheduler_cmd():
     if patch.called:
         patch.assert_called_once_with(backend='threading')
     return module
+
+
+class TestWithoutTheSetLock(test.NoDBTestCase):
+    """A chain without the deployment-set lock, with its filter enabled."""
+
+    @mock.patch.object(host_manager.HostManager, '_init_instance_info',
+                       new=mock.Mock())
+    @mock.patch.object(host_manager.HostManager, '_init_aggregates',
+                       new=mock.Mock())
+    def build(self, wrappers, filters):
+        self.flags(request_wrappers=wrappers, group='nova_sched_ext')
+        self.flags(enabled_filters=filters, group='filter_scheduler')
+        self.flags(available_filters=[
+            'nova.scheduler.filters.all_filters',
+            'nova_sched_ext.filters.all_filters'], group='filter_scheduler')
+        log = self.useFixture(fixtures.FakeLogger(
+            name='nova_sched_ext.manager', level=logging.WARNING))
+        manager.SchedulerManager()
+        return log.output
+
+    def test_an_empty_chain_with_the_filter_warns(self):
+        output = self.build([], ['ComputeFilter', 'DeploymentSetFilter'])
+        self.assertEqual(1, len(output.splitlines()), output)
+        self.assertIn('[filter_scheduler] enabled_filters has '
+                      'DeploymentSetFilter but [nova_sched_ext] '
+                      'request_wrappers (empty) does not name '
+                      'deployment_set_lock', output)
+
+    def test_no_warning_with_the_lock_or_without_the_filter(self):
+        self.assertEqual('', self.build(
+            ['deployment_set_lock'], ['DeploymentSetFilter']))
+        self.assertEqual('', self.build([], ['ComputeFilter']))
 
 
 class TestSchedulerCommand(test.NoDBTestCase):

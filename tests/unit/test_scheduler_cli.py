@@ -28,6 +28,7 @@ from unittest import mock
 import fixtures
 from testtools import content
 
+from nova_sched_ext import coordination
 from tests import base
 from tests.unit.test_manager import import_scheduler_cmd
 
@@ -272,3 +273,20 @@ class SchedulerOptionValuesTest(base.TestCase):
         self.assertIsNone(code, stderr)
         self.serve.assert_called_once_with(self.create.return_value,
                                            workers=mock.ANY)
+
+    def test_a_lock_url_of_no_backend_is_one_line(self):
+        class Manager(object):
+            pass
+
+        holder = Manager()
+        coordination.for_manager(holder)
+        self.create.return_value = mock.Mock(manager=holder)
+        code, stderr = self.main(
+            'deployment_set_lock_url = redis//127.0.0.1:6379')
+        self.assertEqual(2, code, stderr)
+        lines = stderr.splitlines()
+        self.assertEqual(1, len(lines), stderr)
+        self.assertIn('%s: error: [nova_sched_ext] deployment_set_lock_url = '
+                      'redis//127.0.0.1:6379 names no coordination backend'
+                      % PROG, lines[0])
+        self.serve.assert_not_called()
