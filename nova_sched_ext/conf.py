@@ -5,6 +5,8 @@ All options live in the ``[nova_sched_ext]`` group of ``nova.conf``.  The
 ``oslo.config.opts`` entry point (``tox -e genconfig``).
 """
 
+import math
+
 from oslo_config import cfg
 
 from nova_sched_ext import opt_types
@@ -332,9 +334,9 @@ def check_values(conf, listed):
         for opt in opts:
             try:
                 if group_name == 'DEFAULT':
-                    conf[opt.dest]
+                    value = conf[opt.dest]
                 else:
-                    conf[group_name][opt.dest]
+                    value = conf[group_name][opt.dest]
             except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
                 continue
             except cfg.ConfigSourceValueError as exc:
@@ -344,6 +346,12 @@ def check_values(conf, listed):
                 raise InvalidOptionValue(
                     'invalid value of [%s] %s: %s'
                     % (group_name, opt.dest, reason)) from None
+            if isinstance(value, float) and not math.isfinite(value):
+                # A float option of a library (keystoneauth's timeouts in
+                # the service-credential sections) takes nan and inf.
+                raise InvalidOptionValue(
+                    'invalid value of [%s] %s: %s is not a finite number'
+                    % (group_name, opt.dest, value))
 
 
 def register_opts(conf):

@@ -266,6 +266,15 @@ class SchedulerOptionValuesTest(base.TestCase):
             self.assertIn(words, lines[0])
         self.create.assert_not_called()
 
+    def test_library_floats_of_the_evictor_must_be_finite(self):
+        # keystoneauth's options, in the preemption driver's section.
+        code, stderr = self.main('[nova_sched_ext_evictor]', 'timeout = nan')
+        self.assertEqual(2, code, stderr)
+        self.assertEqual(
+            '%s: error: invalid value of [nova_sched_ext_evictor] timeout: '
+            'nan is not a finite number\n' % PROG, stderr)
+        self.create.assert_not_called()
+
     def test_good_values_start_the_service(self):
         code, stderr = self.main('deployment_set_lock_timeout = 1',
                                  'numa_slot_weight_multiplier = -2.5',
