@@ -5,7 +5,11 @@ All options live in the ``[nova_sched_ext]`` group of ``nova.conf``.  The
 ``oslo.config.opts`` entry point (``tox -e genconfig``).
 """
 
+import math
+
 from oslo_config import cfg
+
+from nova_sched_ext import opt_types
 
 GROUP_NAME = 'nova_sched_ext'
 
@@ -51,7 +55,7 @@ numa_fit_filter_opts = [
 ]
 
 numa_slot_weigher_opts = [
-    cfg.FloatOpt(
+    opt_types.FiniteFloatOpt(
         'numa_slot_weight_multiplier',
         default=10.0,
         help='Multiplier of NUMASlotWeigher. The default, 10, outweighs '
@@ -307,6 +311,47 @@ ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
             deployment_set_opts + scheduler_driver_opts +
             request_wrapper_opts + host_state_opts +
             candidate_limit_opts)
+
+
+class InvalidOptionValue(cfg.Error):
+    """A configured value its option refuses; the message names the option."""
+
+
+def check_values(conf, listed):
+    """Read every option of ``listed`` once, so that a bad value stops a start.
+
+    oslo.config checks a value against its option's type, bounds and
+    choices only when the option is read, and a service reads some options
+    at its first request, in a forked worker, or never: a value out of
+    bounds would then end in a traceback long after the service started,
+    or not at all.  An option or group that is not registered is skipped.
+
+    :param listed: ``[(group, [options])]``, as a ``list_opts`` returns
+    :raises InvalidOptionValue: for the first value refused
+    """
+    for group, opts in listed:
+        group_name = getattr(group, 'name', group) or 'DEFAULT'
+        for opt in opts:
+            try:
+                if group_name == 'DEFAULT':
+                    value = conf[opt.dest]
+                else:
+                    value = conf[group_name][opt.dest]
+            except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+                continue
+            except cfg.ConfigSourceValueError as exc:
+                # oslo.config's message names the option by its location
+                # object; the reason is what the operator needs.
+                reason = str(exc).rpartition(' is not valid: ')[2]
+                raise InvalidOptionValue(
+                    'invalid value of [%s] %s: %s'
+                    % (group_name, opt.dest, reason)) from None
+            if isinstance(value, float) and not math.isfinite(value):
+                # A float option of a library (keystoneauth's timeouts in
+                # the service-credential sections) takes nan and inf.
+                raise InvalidOptionValue(
+                    'invalid value of [%s] %s: %s is not a finite number'
+                    % (group_name, opt.dest, value))
 
 
 def register_opts(conf):

@@ -53,6 +53,7 @@ of them never touch the backend.
 
 import contextlib
 import fcntl
+import importlib.metadata
 import json
 import os
 import re
@@ -103,6 +104,10 @@ class BackendUnavailable(LockUnavailable):
 
 class BackendUnsupported(Exception):
     """The backend holds locks only, no records."""
+
+
+class BackendUnusable(Exception):
+    """The backend URL cannot work at all: a restart with another is needed."""
 
 
 def backend_url():
@@ -257,14 +262,7 @@ class Backend(object):
         self._check_fork()
         with self._start_lock:
             if self._coordinator is None:
-                url = self.url
-                coordinator = coordination.get_coordinator(
-                    url, encodeutils.safe_encode(self.owner),
-                    **_redis_defaults(url))
-                _quick_redis_retries(coordinator)
-                # Our heartbeat thread, not tooz's: tooz's logs a warning
-                # a second while the backend is down.
-                coordinator.start(start_heart=False)
+                coordinator = _started_coordinator(self.url, self.owner)
                 self._coordinator = coordinator
             coordinator = self._coordinator
         self._ensure_heart()
@@ -559,6 +557,88 @@ def for_manager(manager):
         backend = Backend()
         setattr(manager, _MANAGER_ATTR, backend)
     return backend
+
+
+def check_at_start(manager):
+    """Report, before any request, a backend that cannot serve the manager.
+
+    Requests that need the backend fail with NoValidHost while it cannot be
+    used, and say so only then; a mistyped URL or a directory the scheduler
+    cannot write would otherwise go unnoticed until the first deployment
+    set.  A URL that can never work (no tooz backend of that scheme, a
+    malformed option) stops the service; a backend that does not answer,
+    or a lock directory that cannot be written, is one WARNING naming the
+    option (the backend may come up later: requests then use it).  Nothing
+    is checked when no request wrapper of the manager uses the backend.
+
+    :raises BackendUnusable:
+    """
+    backend = getattr(manager, _MANAGER_ATTR, None)
+    if not isinstance(backend, Backend):
+        return
+    url = backend.url
+    if not CONF.nova_sched_ext.deployment_set_lock_url and \
+            url == backend_url():
+        _check_lock_dir(os.path.abspath(
+            CONF.nova_sched_ext.deployment_set_lock_dir))
+        return
+    option = '[nova_sched_ext] deployment_set_lock_url'
+    scheme = url.partition('://')[0] if '://' in url else ''
+    known = sorted(ep.name for ep in
+                   importlib.metadata.entry_points(group='tooz.backends'))
+    if scheme not in known:
+        raise BackendUnusable(
+            '%s = %s names no coordination backend: the URL must start '
+            'with one of %s (for example redis://host:6379)'
+            % (option, safe_url(url), ', '.join('%s://' % name
+                                                for name in known)))
+    try:
+        coordinator = _started_coordinator(url, backend.owner + ':check')
+    except (ValueError, TypeError) as exc:
+        # What the backend's driver makes of the URL's options.
+        raise BackendUnusable('%s = %s cannot be used: %s'
+                              % (option, safe_url(url), _describe(exc)))
+    except Exception as exc:
+        LOG.warning('%(option)s: the coordination backend %(url)s does '
+                    'not answer at start (%(exc)s). Until it does, '
+                    'requests for deployment sets, preemptible requests '
+                    'under a cap and evictions fail with NoValidHost.',
+                    {'option': option, 'url': safe_url(url),
+                     'exc': _describe(exc)})
+        return
+    try:
+        coordinator.stop()
+    except Exception as exc:
+        LOG.debug('Could not stop the coordinator of the start check: %s',
+                  _describe(exc))
+
+
+def _check_lock_dir(directory):
+    """WARN, naming the option, if the file backend cannot use its dir."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        writable = os.access(directory, os.W_OK | os.X_OK)
+        problem = None if writable else 'permission denied'
+    except OSError as exc:
+        problem = exc.strerror or _describe(exc)
+    if problem:
+        LOG.warning('[nova_sched_ext] deployment_set_lock_dir: the scheduler '
+                    'cannot write its lock directory %(dir)s (%(problem)s). '
+                    'Until it can, requests for deployment sets, '
+                    'preemptible requests under a cap and evictions fail '
+                    'with NoValidHost.',
+                    {'dir': directory, 'problem': problem})
+
+
+def _started_coordinator(url, member):
+    """A started tooz coordinator of ``url``, with the package's defaults."""
+    coordinator = coordination.get_coordinator(
+        url, encodeutils.safe_encode(member), **_redis_defaults(url))
+    _quick_redis_retries(coordinator)
+    # Our heartbeat thread, not tooz's: tooz's logs a warning a second
+    # while the backend is down.
+    coordinator.start(start_heart=False)
+    return coordinator
 
 
 def _redis_defaults(url):

@@ -73,6 +73,7 @@ from oslo_serialization import jsonutils
 
 from nova_sched_ext import candidates
 from nova_sched_ext import conf
+from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext import host_state
 from nova_sched_ext import wrappers
 
@@ -134,6 +135,7 @@ class SchedulerManager(nova_manager.SchedulerManager):
         LOG.info('nova-sched-ext scheduler manager with request wrappers: '
                  '%s', ', '.join(type(w).__name__
                                  for w in self.request_wrappers) or 'none')
+        _warn_without_set_lock(self.request_wrappers)
         self.candidate_limit.log_settings()
 
     @property
@@ -209,6 +211,29 @@ class SchedulerManager(nova_manager.SchedulerManager):
                 except Exception:
                     LOG.exception('Request wrapper %s failed to %s.',
                                   type(wrapper).__name__, method)
+
+
+def _warn_without_set_lock(request_wrappers):
+    """WARN when DeploymentSetFilter runs without the deployment-set lock.
+
+    An empty ``request_wrappers =``, or a list that leaves the lock out,
+    is accepted (a scheduler without deployment sets needs no lock), but
+    with the filter enabled two concurrent members of a set may land in
+    one failure domain.
+    """
+    if any(isinstance(wrapper, ds_lock.DeploymentSetLock)
+           for wrapper in request_wrappers):
+        return
+    if ds_lock.FILTER_NAME in conf.CONF.filter_scheduler.enabled_filters:
+        LOG.warning('[filter_scheduler] enabled_filters has %(filter)s but '
+                    '[nova_sched_ext] request_wrappers (%(wrappers)s) does '
+                    'not name deployment_set_lock: concurrent requests may '
+                    'put two members of a deployment set in one failure '
+                    'domain. Add deployment_set_lock to request_wrappers.',
+                    {'filter': ds_lock.FILTER_NAME,
+                     'wrappers': ', '.join(
+                         conf.CONF.nova_sched_ext.request_wrappers) or
+                     'empty'})
 
 
 def _chain(wrapper, call_next):

@@ -26,23 +26,16 @@ configuration it cannot use, an unknown flavor, zone or aggregate, is one
 line on stderr and exit status 2; a database or placement it cannot reach
 is one line and exit status 1. Never a traceback, unless ``--debug``.
 """
-# autopep8: off
-import os
-
-from nova import monkey_patch
-from oslo_config import cfg
-try:
-    monkey_patch.patch(backend='threading')
-except cfg.Error:
-    # A config file that cannot be read: main() says so in one line.
-    os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = 'true'
-    monkey_patch.patch(backend='threading')
-# autopep8: on
+# Native threads; a config file that cannot be read is main()'s to report.
+from nova_sched_ext.cmd import config_files; config_files.choose_native_threads()  # noqa
 
 import argparse
 import json
 import logging
+import os
 import sys
+
+from oslo_config import cfg
 
 from nova_sched_ext.capacity import errors
 from nova_sched_ext import version
@@ -129,15 +122,20 @@ def load_config(args, prog=PROG):
 
     Only the files: the options of this command are not oslo.config's.
     """
-    _check_files(args)
-    import nova.conf
-    from nova import config
-    conf = nova.conf.CONF
     argv = [prog]
     for path in args.config_file:
         argv += ['--config-file', path]
     for path in args.config_dir:
         argv += ['--config-dir', path]
+    try:
+        # A directory or a file that is not UTF-8 escapes oslo.config.
+        config_files.check_command_line(argv[1:], prog=prog)
+    except config_files.UnreadableConfigFile as exc:
+        raise UsageError(str(exc)) from None
+    _check_files(args)
+    import nova.conf
+    from nova import config
+    conf = nova.conf.CONF
     if not args.config_file and not args.config_dir and not (
             cfg.find_config_files(project='nova') or
             cfg.find_config_dirs(project='nova')):

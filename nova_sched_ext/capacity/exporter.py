@@ -49,9 +49,11 @@ import sys
 import threading
 import time
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_sched_ext.capacity import api_conf
+from nova_sched_ext.cmd import config_files
 from nova_sched_ext import version
 
 # prometheus_client is imported where it is used: its HTTP server must be
@@ -298,16 +300,23 @@ def main(argv=None, stop=None):
     argv = sys.argv[1:] if argv is None else argv
     conf = nova.conf.CONF
     api_conf.register_opts(conf)
-    # --help and --version first, with this command's description and
-    # the package's version (Nova's parse_args would give neither).
-    logging.register_options(conf)
     try:
-        conf(list(argv), project='nova', prog=PROG,
-             version=version.version_string(), description=DESCRIPTION)
-    finally:
-        conf.clear()
-    # A count reads the databases and placement; it sends no RPC.
-    config.parse_args([PROG] + list(argv), init_rpc=False, prog=PROG)
+        # A directory or a file that is not UTF-8 escapes oslo.config.
+        config_files.check_command_line(list(argv), prog=PROG)
+        # --help and --version first, with this command's description and
+        # the package's version (Nova's parse_args would give neither).
+        logging.register_options(conf)
+        try:
+            conf(list(argv), project='nova', prog=PROG,
+                 version=version.version_string(), description=DESCRIPTION)
+        finally:
+            conf.clear()
+        # A count reads the databases and placement; it sends no RPC.
+        config.parse_args([PROG] + list(argv), init_rpc=False, prog=PROG)
+    except cfg.Error as exc:
+        sys.stderr.write('%s: error: %s\n'
+                         % (PROG, ' '.join(str(exc).split())))
+        return 2
     logging.setup(conf, 'nova-sched-ext')
     objects.register_all()
 

@@ -28,28 +28,23 @@ A command line or configuration the service cannot start with ends in one
 line on stderr and exit status 2, as a bad argument to any command does:
 no configuration file at all (no ``--config-file`` and none of oslo.config's
 default locations), a ``--config-file`` or ``--config-dir`` that does not
-exist, a file that cannot be parsed, a value of the wrong type in an option
-read before the service starts (the logging options, ``[scheduler]
-workers``, ``[nova_sched_ext] scheduler_driver``).
+exist, a file that is a directory, cannot be read, is not UTF-8 or cannot
+be parsed, a value of the wrong type in an option read before the service
+starts (the logging options, ``[scheduler] workers``), a value that any
+option of the package refuses (its type, bounds or choices: every one is
+read at start), a scheduler driver, request wrapper or victim strategy
+that cannot be loaded, a coordination backend that cannot be used.
 """
-# autopep8: off
+# Native threads, as nova-scheduler's default (one line, as Nova's, so that
+# the imports below still count as the top of the file); a config file that
+# cannot be read is main()'s to report, in one line.
+from nova_sched_ext.cmd import config_files; config_files.choose_native_threads()  # noqa
+
 import os
-
-from nova import monkey_patch
-from oslo_config import cfg
-try:
-    monkey_patch.patch(backend='threading')
-except cfg.Error:
-    # A config file that cannot be read: main() says so in one line.  Until
-    # then the process is what this command's default makes it, native
-    # threading (with eventlet kept out), whatever the file would have said.
-    os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = 'true'
-    monkey_patch.patch(backend='threading')
-# autopep8: on
-
 import sys
 
 from oslo_concurrency import processutils
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_reports import guru_meditation_report as gmr
 from oslo_reports import opts as gmr_opts
@@ -64,6 +59,7 @@ from nova import version
 
 from nova_sched_ext import conf as sched_ext_conf  # noqa: registers options
 from nova_sched_ext import coordination
+from nova_sched_ext.preemption import conf as preemption_conf
 from nova_sched_ext import registry
 from nova_sched_ext import version as package_version
 
@@ -115,6 +111,9 @@ def parse_args(argv, prog):
     """
     logging.register_options(CONF)
     try:
+        # A directory or a file that is not UTF-8 would escape oslo.config
+        # as a bare OSError or UnicodeDecodeError.
+        config_files.check_command_line(argv[1:], project='nova', prog=prog)
         CONF(argv[1:], project='nova', prog=prog,
              version=package_version.version_string(),
              description=DESCRIPTION)
@@ -137,6 +136,10 @@ def main(argv=None):
     prog = prog_name(argv)
     try:
         parse_args(argv, prog)
+        # Every option of the package, now: most are read only by a worker
+        # or at a request, where a bad value would be a traceback.
+        sched_ext_conf.check_values(
+            CONF, sched_ext_conf.list_opts() + preemption_conf.list_opts())
         logging.setup(CONF, "nova")
         objects.register_all()
         gmr_opts.set_defaults(CONF)
@@ -146,17 +149,21 @@ def main(argv=None):
 
         workers = CONF.scheduler.workers or processutils.get_worker_count()
         server = create_service()
-    except (UsageError, cfg.ConfigSourceValueError) as exc:
+        coordination.check_at_start(server.manager)
+    except (UsageError, sched_ext_conf.InvalidOptionValue,
+            cfg.ConfigSourceValueError) as exc:
         # A value of the wrong type in a file is found only when the
         # option is read.
         _usage_error(prog, exc)
     except registry.PluginLoadError as exc:
         # An unknown or broken driver, request wrapper or victim strategy
         # named in the configuration: a scheduler without it would be unsafe.
-        sys.exit(str(exc))
-    except coordination.BackendUnsupported as exc:
-        # The preemption driver on a backend that cannot record evictions.
-        sys.exit('%s: %s' % (prog, exc))
+        _usage_error(prog, exc)
+    except (coordination.BackendUnsupported,
+            coordination.BackendUnusable) as exc:
+        # The preemption driver on a backend that cannot record evictions;
+        # a backend URL that can never work.
+        _usage_error(prog, exc)
 
     # As nova-scheduler does: the executors must not cross the fork of
     # the workers.

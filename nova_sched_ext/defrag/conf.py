@@ -26,6 +26,7 @@ registers them on ``nova.conf.CONF``; ``list_opts`` feeds
 from nova.conf import utils as confutils
 from oslo_config import cfg
 
+from nova_sched_ext import opt_types
 from nova_sched_ext.preemption import conf as preemption_conf
 
 GROUP_NAME = 'nova_sched_ext_defrag'
@@ -48,7 +49,7 @@ executor_opts = [
              'migration to end with the server ACTIVE on its planned host. '
              'A migration still running after this time counts as failed: '
              'the run stops there, every earlier move stays in place.'),
-    cfg.FloatOpt(
+    opt_types.FiniteFloatOpt(
         'poll_interval',
         default=5.0, min=0.01,
         help='Seconds between two reads of a migrating server while '

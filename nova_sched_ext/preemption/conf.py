@@ -24,6 +24,7 @@ from nova.conf import utils as confutils
 from oslo_config import cfg
 
 from nova_sched_ext import conf as ext_conf
+from nova_sched_ext import opt_types
 
 EVICTOR_GROUP_NAME = 'nova_sched_ext_evictor'
 #: the service the evictor talks to
@@ -72,7 +73,7 @@ preemption_opts = [
              'then fails with NoValidHost and the room is released. It '
              'must stay well under [DEFAULT] long_rpc_timeout, the time the '
              'conductor waits for the scheduler.'),
-    cfg.FloatOpt(
+    opt_types.FiniteFloatOpt(
         'preemption_poll_interval',
         default=1.0, min=0.01,
         help='Seconds between two checks of the victims while the '

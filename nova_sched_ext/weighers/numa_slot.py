@@ -47,6 +47,7 @@ recommended settings, measured with ``nova-sched-ext-sim --compare``, are in
 ``doc/source/numa_slot_weigher.rst``.
 """
 
+import math
 import operator
 import threading
 import time
@@ -171,13 +172,14 @@ def _slot_weight(flavor):
         if key in explicit:
             try:
                 value = float(explicit[key])
-                if value > 0:
+                # float() reads 'inf' and 'nan': neither is a weight.
+                if value > 0 and math.isfinite(value):
                     return value
             except ValueError:
                 pass
             LOG.warning('NUMASlotWeigher: slot weight %r of flavor %s '
                         '([nova_sched_ext] numa_slot_flavor_weights) is not '
-                        'a positive number; using the default.',
+                        'a positive finite number; using the default.',
                         explicit[key], key)
             break
     by = CONF.nova_sched_ext.numa_slot_weight_by
@@ -278,9 +280,18 @@ class NUMASlotWeigher(weights.BaseHostWeigher):
             if multiplier is None:
                 multiplier = CONF.nova_sched_ext.numa_slot_weight_multiplier
             return multiplier
-        return scheduler_utils.get_weight_multiplier(
-            host_state, 'numa_slot_weight_multiplier',
-            CONF.nova_sched_ext.numa_slot_weight_multiplier)
+        configured = CONF.nova_sched_ext.numa_slot_weight_multiplier
+        multiplier = scheduler_utils.get_weight_multiplier(
+            host_state, 'numa_slot_weight_multiplier', configured)
+        if not math.isfinite(multiplier):
+            # Nova's helper reads aggregate metadata with float(): 'nan'
+            # would make every weight nan and cancel the other weighers.
+            LOG.warning('NUMASlotWeigher: aggregate metadata '
+                        'numa_slot_weight_multiplier of host %s is %s, not '
+                        'a finite number; using %s.', host_state.host,
+                        multiplier, configured)
+            return configured
+        return multiplier
 
     def _weigh_object(self, host_state, weight_properties):
         return self._weigh([host_state], weight_properties)[0]

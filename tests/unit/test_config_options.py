@@ -26,7 +26,9 @@ import importlib
 import os
 import re
 
+import fixtures
 from oslo_config import cfg
+from oslo_config import types
 
 import nova_sched_ext
 from tests import base
@@ -73,6 +75,28 @@ def config_namespaces():
             name, target = (part.strip() for part in line.split('=', 1))
             entries[name] = target
     return entries
+
+
+#: floating-point options of keystoneauth's session and adapter, which the
+#: package's service-credential sections list as Nova's [placement] does:
+#: keystoneauth defines and reads them, not the package
+KEYSTONEAUTH_FLOATS = {(group, name)
+                       for group in ('nova_sched_ext_evictor',
+                                     'nova_sched_ext_defrag')
+                       for name in ('timeout', 'connect_retry_delay',
+                                    'status_code_retry_delay')}
+
+
+def listed_groups():
+    """[(namespace, group name, [opts])] of setup.cfg's list_opts."""
+    found = []
+    for namespace, target in sorted(config_namespaces().items()):
+        module_name, function = target.split(':')
+        list_opts = getattr(importlib.import_module(module_name), function)
+        for group, opts in list_opts():
+            found.append((namespace, getattr(group, 'name', group) or
+                          'DEFAULT', list(opts)))
+    return found
 
 
 def listed_options():
@@ -160,3 +184,48 @@ class TestEveryOptionIsListed(base.TestCase):
         shown = [line.strip() for line in directive.group(1).splitlines()
                  if line.strip() and not line.strip().startswith(':')]
         self.assertEqual(sorted(config_namespaces()), sorted(shown))
+
+
+class TestFloatOptionsAreFinite(base.TestCase):
+    """No floating-point option of the package takes nan or infinity.
+
+    ``float()`` reads ``nan`` and ``inf``, and ``nan`` passes every
+    ``min``/``max`` check: a multiplier of ``nan`` makes every host weigh
+    ``nan``, an interval of ``inf`` never ends.
+    """
+
+    NOT_FINITE = ('nan', 'NaN', 'inf', '-inf', 'Infinity', '1e999')
+
+    def float_options(self):
+        found = [(namespace, group, opt)
+                 for namespace, group, opts in listed_groups()
+                 for opt in opts if isinstance(opt.type, types.Float)
+                 and (group, opt.dest) not in KEYSTONEAUTH_FLOATS]
+        # The walk found the package's options, not an empty list.
+        names = {(group, opt.dest) for _ns, group, opt in found}
+        self.assertIn(('nova_sched_ext', 'numa_slot_weight_multiplier'),
+                      names)
+        self.assertIn(('nova_sched_ext', 'preemption_poll_interval'), names)
+        self.assertIn(('nova_sched_ext_defrag', 'poll_interval'), names)
+        return found
+
+    def test_every_float_option_refuses_what_is_not_finite(self):
+        directory = self.useFixture(fixtures.TempDir()).path
+        for namespace, group, opt in self.float_options():
+            for text in self.NOT_FINITE:
+                conf = cfg.ConfigOpts()
+                conf.register_opt(opt, group=group)
+                path = os.path.join(directory, 'x.conf')
+                with open(path, 'w') as f:
+                    f.write('[%s]\n%s = %s\n' % (group, opt.dest, text))
+                conf(['--config-file', path])
+                where = '%s: [%s] %s = %s' % (namespace, group, opt.dest,
+                                              text)
+                try:
+                    value = conf[group][opt.dest]
+                except cfg.ConfigFileValueError:
+                    pass
+                else:
+                    self.fail('%s accepted as %r' % (where, value))
+            # A finite value within its bounds still counts.
+            self.assertEqual(opt.default, opt.type(str(opt.default)))

@@ -18,6 +18,8 @@ for one scheduler process.
 """
 
 import logging
+import os
+import socket
 import threading
 import time
 
@@ -191,3 +193,85 @@ class TestBackendChoice(base.TestCase):
                       coordination.for_manager(manager))
         self.assertIsNot(coordination.for_manager(manager),
                          coordination.for_manager(Manager()))
+
+
+class TestCheckAtStart(base.TestCase):
+    """A backend that cannot work is reported when the scheduler starts."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(conf.CONF))
+        self.log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        self.dir = self.useFixture(fixtures.TempDir()).path
+
+        class Manager(object):
+            pass
+
+        self.manager = Manager()
+        self.backend = coordination.for_manager(self.manager)
+
+    def set(self, **kwargs):
+        self.conf.config(group='nova_sched_ext', **kwargs)
+
+    def test_a_url_of_no_backend_is_refused(self):
+        for url in ('redis//127.0.0.1:6379', '127.0.0.1:6379',
+                    'reddis://127.0.0.1:6379'):
+            self.set(deployment_set_lock_url=url)
+            exc = self.assertRaises(coordination.BackendUnusable,
+                                    coordination.check_at_start,
+                                    self.manager)
+            self.assertIn('[nova_sched_ext] deployment_set_lock_url = ',
+                          str(exc))
+            self.assertIn('names no coordination backend', str(exc))
+            self.assertIn('redis://', str(exc))
+
+    def test_options_a_backend_cannot_read_are_refused(self):
+        self.set(deployment_set_lock_url='redis://127.0.0.1:6379?db=one')
+        exc = self.assertRaises(coordination.BackendUnusable,
+                                coordination.check_at_start, self.manager)
+        self.assertIn('cannot be used', str(exc))
+
+    def test_a_backend_that_does_not_answer_is_one_warning(self):
+        # A port bound by this test and never listened on: refused.
+        sock = socket.socket()
+        self.addCleanup(sock.close)
+        sock.bind(('127.0.0.1', 0))
+        url = 'redis://127.0.0.1:%d' % sock.getsockname()[1]
+        self.set(deployment_set_lock_url=url)
+        coordination.check_at_start(self.manager)
+        lines = self.log.output.splitlines()
+        self.assertEqual(1, len(lines), lines)
+        self.assertIn('[nova_sched_ext] deployment_set_lock_url: the '
+                      'coordination backend %s does not answer at start'
+                      % url, lines[0])
+        # The check leaves nothing behind for the workers.
+        self.assertIsNone(self.backend._coordinator)
+        self.assertFalse(self.backend.down)
+
+    def test_a_backend_that_answers_is_silent(self):
+        self.set(deployment_set_lock_url='file://%s' % self.dir)
+        coordination.check_at_start(self.manager)
+        self.assertEqual('', self.log.output)
+
+    def test_a_lock_dir_that_cannot_be_written_is_one_warning(self):
+        # Under a regular file: no directory can be made there, root or not.
+        blocker = os.path.join(self.dir, 'file')
+        open(blocker, 'w').close()
+        self.set(deployment_set_lock_dir=os.path.join(blocker, 'locks'))
+        coordination.check_at_start(self.manager)
+        lines = self.log.output.splitlines()
+        self.assertEqual(1, len(lines), lines)
+        self.assertIn('[nova_sched_ext] deployment_set_lock_dir: the '
+                      'scheduler cannot write its lock directory %s'
+                      % os.path.join(blocker, 'locks'), lines[0])
+
+    def test_a_lock_dir_is_made_at_start(self):
+        locks = os.path.join(self.dir, 'a', 'locks')
+        self.set(deployment_set_lock_dir=locks)
+        coordination.check_at_start(self.manager)
+        self.assertTrue(os.path.isdir(locks))
+        self.assertEqual('', self.log.output)
+
+    def test_nothing_is_checked_without_a_wrapper_that_uses_it(self):
+        self.set(deployment_set_lock_url='redis//x')
+        coordination.check_at_start(object())

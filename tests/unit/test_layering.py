@@ -89,16 +89,18 @@ WATCHER_PLUGINS = ('nova_sched_ext.defrag.watcher_strategy',
                    'nova_sched_ext.defrag.watcher_planner',
                    'nova_sched_ext.defrag.watcher_engine',
                    'nova_sched_ext.defrag.watcher_conf')
-WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',)
+WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',
+                              'nova_sched_ext.opt_types')
 WATCHER_RUNNERS = ('nova_sched_ext.offline.sim.watcher_run',)
 
 #: The broker, above Nova, and what it may import of the package: the
-#: plugin registry and the capacity API's client (and the package
-#: ``__init__`` modules on the way, which import no Nova either).
+#: plugin registry, the capacity API's client, the option types (and the
+#: package ``__init__`` modules on the way, which import no Nova either).
 BROKER = 'nova_sched_ext.broker'
 BROKER_MAY_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.registry',
                      'nova_sched_ext.capacity.osc',
                      'nova_sched_ext.capacity.api_conf',
+                     'nova_sched_ext.opt_types',
                      'nova_sched_ext.version')
 
 

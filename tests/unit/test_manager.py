@@ -13,6 +13,8 @@
 """The package's scheduler manager and nova-sched-ext-scheduler."""
 
 import importlib
+import io
+import logging
 from unittest import mock
 
 import fixtures
@@ -252,11 +254,45 @@ def import_scheduler_cmd():
     return module
 
 
+class TestWithoutTheSetLock(test.NoDBTestCase):
+    """A chain without the deployment-set lock, with its filter enabled."""
+
+    @mock.patch.object(host_manager.HostManager, '_init_instance_info',
+                       new=mock.Mock())
+    @mock.patch.object(host_manager.HostManager, '_init_aggregates',
+                       new=mock.Mock())
+    def build(self, wrappers, filters):
+        self.flags(request_wrappers=wrappers, group='nova_sched_ext')
+        self.flags(enabled_filters=filters, group='filter_scheduler')
+        self.flags(available_filters=[
+            'nova.scheduler.filters.all_filters',
+            'nova_sched_ext.filters.all_filters'], group='filter_scheduler')
+        log = self.useFixture(fixtures.FakeLogger(
+            name='nova_sched_ext.manager', level=logging.WARNING))
+        manager.SchedulerManager()
+        return log.output
+
+    def test_an_empty_chain_with_the_filter_warns(self):
+        output = self.build([], ['ComputeFilter', 'DeploymentSetFilter'])
+        self.assertEqual(1, len(output.splitlines()), output)
+        self.assertIn('[filter_scheduler] enabled_filters has '
+                      'DeploymentSetFilter but [nova_sched_ext] '
+                      'request_wrappers (empty) does not name '
+                      'deployment_set_lock', output)
+
+    def test_no_warning_with_the_lock_or_without_the_filter(self):
+        self.assertEqual('', self.build(
+            ['deployment_set_lock'], ['DeploymentSetFilter']))
+        self.assertEqual('', self.build([], ['ComputeFilter']))
+
+
 class TestSchedulerCommand(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
         self.cmd = import_scheduler_cmd()
+        self.stderr = io.StringIO()
+        self.useFixture(fixtures.MockPatch('sys.stderr', self.stderr))
 
     def test_service_is_nova_scheduler_with_our_manager(self):
         with mock.patch('nova.service.Service.create') as create:
@@ -308,8 +344,10 @@ class TestSchedulerCommand(test.NoDBTestCase):
                                   'setup_autorun'), \
                 mock.patch.object(cmd.service, 'serve') as serve:
             exc = self.assertRaises(SystemExit, cmd.main)
+        self.assertEqual(2, exc.code)
         self.assertIn("scheduler_driver = 'nope' is not a scheduler "
-                      "driver; known: default, preemption", str(exc))
+                      "driver; known: default, preemption",
+                      self.stderr.getvalue())
         serve.assert_not_called()
 
     def test_a_backend_without_records_stops_the_preemption_driver(self):
@@ -330,9 +368,10 @@ class TestSchedulerCommand(test.NoDBTestCase):
                            PreemptionSchedulerManager()), \
                 mock.patch.object(cmd.service, 'serve') as serve:
             exc = self.assertRaises(SystemExit, cmd.main)
+        self.assertEqual(2, exc.code)
         self.assertIn('the coordination backend zookeeper://127.0.0.1:2181 '
                       '([nova_sched_ext] deployment_set_lock_url) holds locks '
-                      'only', str(exc))
+                      'only', self.stderr.getvalue())
         serve.assert_not_called()
 
     def test_manager_class_path_resolves(self):

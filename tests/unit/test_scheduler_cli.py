@@ -28,10 +28,14 @@ from unittest import mock
 import fixtures
 from testtools import content
 
+from nova_sched_ext import coordination
 from tests import base
 from tests.unit.test_manager import import_scheduler_cmd
 
 PROG = 'nova-sched-ext-scheduler'
+
+#: a nova.conf saved by a Latin-1 editor; oslo.config reads UTF-8
+NOT_UTF8 = b'[DEFAULT]\n# caf\xe9\n'
 
 #: runs the console script's ``main`` under its own name
 SCRIPT = textwrap.dedent('''
@@ -92,6 +96,18 @@ class SchedulerCommandLineTest(base.TestCase):
         path = self.write('nova.conf', '[DEFAULT]\nno assignment here\n')
         self.assertUsageError('Failed to parse %s' % path,
                               '--config-file', path)
+
+    def test_a_config_file_that_is_a_directory(self):
+        self.assertUsageError('config file %s is a directory' % self.dir,
+                              '--config-file', self.dir)
+
+    def test_a_config_file_that_is_not_utf8(self):
+        path = os.path.join(self.dir, 'nova.conf')
+        with open(path, 'wb') as f:
+            f.write(NOT_UTF8)
+        self.assertUsageError('config file %s is not UTF-8 text' % path,
+                              '--config-file', path)
+        self.assertUsageError(path, '--config-dir', self.dir)
 
     def test_a_good_command_line_is_parsed_by_nova(self):
         path = self.write('nova.conf', '[scheduler]\nworkers = 2\n')
@@ -164,6 +180,122 @@ class SchedulerCommandProcessTest(base.TestCase):
         self.assertUsageError('Failed to parse %s' % path,
                               '--config-file', path)
 
+    def test_config_files_that_cannot_be_read(self):
+        # Read first by the concurrency choice, on import.
+        self.assertUsageError('config file %s is a directory' % self.dir,
+                              '--config-file', self.dir)
+        path = os.path.join(self.dir, 'nova.conf')
+        with open(path, 'wb') as f:
+            f.write(NOT_UTF8)
+        self.assertUsageError('config file %s is not UTF-8 text' % path,
+                              '--config-file', path)
+
     def test_a_value_of_the_wrong_type(self):
         path = self.write('nova.conf', '[scheduler]\nworkers = many\n')
         self.assertUsageError('workers', '--config-file', path)
+
+
+class SchedulerOptionValuesTest(base.TestCase):
+    """Every option of the package is checked at start, through main().
+
+    Nova's parse is replaced by the parse of the files alone (no RPC, no
+    database); the service is never created for a refused value.
+    """
+
+    #: (option = value, words of the one line)
+    BAD_VALUES = [
+        ('deployment_set_lock_timeout = -1', 'greater than or equal to 1'),
+        ('host_state_full_refresh_interval = -5',
+         'greater than or equal to 0'),
+        ('numa_slot_reference_refresh_interval = -1',
+         'greater than or equal to 0'),
+        ('deployment_set_max_size = 0', 'greater than or equal to 1'),
+        ('fit_backend = gpu', 'gpu'),
+        ('placement_results_max = -1', 'greater than or equal to 0'),
+        ('numa_slot_weight_multiplier = nan', 'not a finite number'),
+        ('preemption_poll_interval = inf', 'not a finite number'),
+        ('preemptible_max_per_az = -2', 'greater than or equal to -1'),
+    ]
+
+    def setUp(self):
+        super().setUp()
+        self.cmd = import_scheduler_cmd()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MockPatch(
+            'oslo_config.cfg.find_config_files', return_value=[]))
+        self.useFixture(fixtures.MockPatch(
+            'oslo_config.cfg.find_config_dirs', return_value=[]))
+        conf = self.cmd.CONF
+        self.addCleanup(conf.clear)
+        self.useFixture(fixtures.MockPatchObject(
+            self.cmd.config, 'parse_args',
+            side_effect=lambda argv, prog: conf(argv[1:], project='nova',
+                                                prog=prog)))
+        self.useFixture(fixtures.MockPatchObject(self.cmd.logging, 'setup'))
+        self.useFixture(fixtures.MockPatchObject(
+            self.cmd.gmr.TextGuruMeditation, 'setup_autorun'))
+        self.create = self.useFixture(fixtures.MockPatchObject(
+            self.cmd, 'create_service')).mock
+        self.serve = self.useFixture(fixtures.MockPatchObject(
+            self.cmd.service, 'serve')).mock
+        self.useFixture(fixtures.MockPatchObject(self.cmd.service, 'wait'))
+
+    def main(self, *lines):
+        path = os.path.join(self.dir, 'nova.conf')
+        with open(path, 'w') as f:
+            f.write('[nova_sched_ext]\n%s\n' % '\n'.join(lines))
+        stderr = io.StringIO()
+        # Once per process in real life: the parse of the last run goes.
+        self.cmd.CONF.clear()
+        with mock.patch('sys.stderr', stderr):
+            try:
+                self.cmd.main([PROG, '--config-file', path])
+            except SystemExit as exc:
+                return exc.code, stderr.getvalue()
+        return None, stderr.getvalue()
+
+    def test_each_bad_value_is_one_line_before_the_service_starts(self):
+        for line, words in self.BAD_VALUES:
+            code, stderr = self.main(line)
+            self.assertEqual(2, code, '%s: %s' % (line, stderr))
+            lines = stderr.splitlines()
+            self.assertEqual(1, len(lines), stderr)
+            option = line.split(' = ')[0]
+            self.assertIn('%s: error: invalid value of [nova_sched_ext] %s: '
+                          % (PROG, option), lines[0])
+            self.assertIn(words, lines[0])
+        self.create.assert_not_called()
+
+    def test_library_floats_of_the_evictor_must_be_finite(self):
+        # keystoneauth's options, in the preemption driver's section.
+        code, stderr = self.main('[nova_sched_ext_evictor]', 'timeout = nan')
+        self.assertEqual(2, code, stderr)
+        self.assertEqual(
+            '%s: error: invalid value of [nova_sched_ext_evictor] timeout: '
+            'nan is not a finite number\n' % PROG, stderr)
+        self.create.assert_not_called()
+
+    def test_good_values_start_the_service(self):
+        code, stderr = self.main('deployment_set_lock_timeout = 1',
+                                 'numa_slot_weight_multiplier = -2.5',
+                                 'fit_backend = python')
+        self.assertIsNone(code, stderr)
+        self.serve.assert_called_once_with(self.create.return_value,
+                                           workers=mock.ANY)
+
+    def test_a_lock_url_of_no_backend_is_one_line(self):
+        class Manager(object):
+            pass
+
+        holder = Manager()
+        coordination.for_manager(holder)
+        self.create.return_value = mock.Mock(manager=holder)
+        code, stderr = self.main(
+            'deployment_set_lock_url = redis//127.0.0.1:6379')
+        self.assertEqual(2, code, stderr)
+        lines = stderr.splitlines()
+        self.assertEqual(1, len(lines), stderr)
+        self.assertIn('%s: error: [nova_sched_ext] deployment_set_lock_url = '
+                      'redis//127.0.0.1:6379 names no coordination backend'
+                      % PROG, lines[0])
+        self.serve.assert_not_called()

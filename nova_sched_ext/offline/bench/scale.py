@@ -330,6 +330,7 @@ def drop_databases(server_url, names=None, prefix=None):
 def configure_nova(urls):
     """Nova's options for a scheduler on these databases; the schemas."""
     import nova.conf
+    from nova import config as nova_config
     from nova.db.api import api as api_db
     from nova.db.main import api as main_db
     from nova.db import migration
@@ -342,6 +343,11 @@ def configure_nova(urls):
     # notifier can be named first.
     for group, opts in oslo_messaging.opts.list_opts():
         conf.register_opts(opts, group=group)
+    # What Nova's own start (nova.config.parse_args) registers besides
+    # nova.conf's options: [profiler], when osprofiler can be imported;
+    # Nova's database code then reads it.
+    if nova_config.profiler:
+        nova_config.profiler.set_defaults(conf)
     conf([], project='nova', default_config_files=[])
     conf.set_override('connection', urls['api'], group='api_database')
     conf.set_override('connection', urls['cell'], group='database')

@@ -613,6 +613,9 @@ def run(args, stdout=sys.stdout, stderr=sys.stderr):
     if args.plot:
         check_plot(args.plot)
     import nova.conf
+    from oslo_config import cfg
+
+    from nova_sched_ext.cmd import config_files
     from nova_sched_ext.offline.sim import policies
     from nova_sched_ext.offline.sim import replay
     from nova_sched_ext.offline.sim import report
@@ -621,10 +624,15 @@ def run(args, stdout=sys.stdout, stderr=sys.stderr):
     conf = nova.conf.CONF
     config_args = []
     for path in args.config_file:
-        if not os.path.isfile(path):
+        if not os.path.exists(path):
             raise policies.PolicyError('config file %s not found' % path)
         config_args += ['--config-file', path]
-    conf(config_args, project='nova', default_config_files=[])
+    try:
+        # A directory or a file that is not UTF-8 escapes oslo.config.
+        config_files.check_readable(args.config_file)
+        conf(config_args, project='nova', default_config_files=[])
+    except cfg.Error as exc:
+        raise policies.PolicyError(' '.join(str(exc).split())) from None
     policies.set_simulator_defaults(conf)
 
     if args.compare:

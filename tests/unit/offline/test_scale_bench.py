@@ -12,6 +12,7 @@
 
 """``nova-sched-ext-bench scale`` runs end to end and reports its shape."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -25,6 +26,34 @@ from tests import base
 
 HOSTS = 20
 REQUESTS = 5
+
+
+#: configures Nova as the bench does, without the schemas and RPC
+CONFIGURE_NOVA = """
+from unittest import mock
+from nova_sched_ext.offline.bench import scale
+with mock.patch('nova.db.migration.db_sync'), mock.patch('nova.rpc.init'):
+    conf = scale.configure_nova({'api': 'sqlite://', 'cell': 'sqlite://'})
+print(conf.profiler.enabled)
+"""
+
+
+class TestConfigureNova(base.TestCase):
+
+    def test_with_osprofiler_importable(self):
+        # osprofiler is in many OpenStack environments; with it, Nova's
+        # database code reads [profiler], which only Nova's start-up
+        # registers.
+        if importlib.util.find_spec('osprofiler') is None:
+            self.skipTest('osprofiler is not installed')
+        # In a process of its own: Nova's global options.
+        done = subprocess.run(
+            [sys.executable, '-c', CONFIGURE_NOVA], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, timeout=300, check=False)
+        self.addDetail('stderr', content.text_content(
+            done.stderr.decode('utf-8', 'replace')))
+        self.assertEqual(0, done.returncode)
+        self.assertEqual(b'False\n', done.stdout)
 
 
 class TestScaleBenchRun(base.TestCase):

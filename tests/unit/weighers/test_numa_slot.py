@@ -149,6 +149,17 @@ class TestNUMASlotWeigher(WeigherTestCase):
             metadata={'numa_slot_weight_multiplier': '-1.5'})]
         self.assertEqual(-1.5, self.weigher.weight_multiplier(state))
 
+    def test_an_aggregate_multiplier_that_is_not_finite_is_ignored(self):
+        self.conf.config(numa_slot_weight_multiplier=2.0,
+                         group='nova_sched_ext')
+        state = host_state('a', [8, 8])
+        for value in ('nan', 'inf', '-inf', '1e999'):
+            state.aggregates = [objects.Aggregate(
+                id=1, name='agg', hosts=['a'],
+                metadata={'numa_slot_weight_multiplier': value})]
+            self.assertEqual(2.0, self.weigher.weight_multiplier(state),
+                             value)
+
     def test_multiplier_follows_the_option_at_each_request(self):
         hosts = [host_state('a', [8, 8]), host_state('b', [2, 2])]
         weighed = [weights.WeighedHost(h, 0.0) for h in hosts]
@@ -379,6 +390,10 @@ class TestReferenceFlavors(WeigherTestCase):
         self.conf.config(numa_slot_flavor_weights={'big': '-3'},
                          group='nova_sched_ext')
         self.assertEqual(1.0, numa_slot._slot_weight(BIG))
+        for value in ('inf', 'nan', '1e999'):
+            self.conf.config(numa_slot_flavor_weights={'big': value},
+                             group='nova_sched_ext')
+            self.assertEqual(1.0, numa_slot._slot_weight(BIG), value)
 
     def test_auto_mode_takes_the_largest_enabled_flavors(self):
         self.conf.config(numa_slot_auto_reference_count=2,
