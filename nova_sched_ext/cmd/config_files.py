@@ -65,8 +65,13 @@ def _command_line_files(args):
     """``(config files, config dirs)`` that ``args`` name, as oslo.config."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False,
                                      exit_on_error=False)
-    parser.add_argument('--config-file', action='append', default=[])
-    parser.add_argument('--config-dir', action='append', default=[])
+    # The same options as oslo.config's, read only to check the files
+    # before oslo.config opens them.
+    parser.add_argument('--config-file', action='append', default=[],
+                        help='a configuration file oslo.config will read')
+    parser.add_argument('--config-dir', action='append', default=[],
+                        help='a directory of *.conf files oslo.config '
+                             'will read')
     try:
         known, _rest = parser.parse_known_args(args)
     except argparse.ArgumentError:
