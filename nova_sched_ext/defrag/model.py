@@ -99,10 +99,11 @@ def read_document(path, file_format, noun, what, error):
     try:
         with open(path, 'rb') as stream:
             data = _read_bounded(stream, noun, path, error)
-        document = json.loads(data)
     except OSError as exc:
         raise error('cannot read %s %s: %s'
                     % (noun, path, exc.strerror or exc))
+    try:
+        document = json.loads(data)
     except RecursionError:
         raise error('%s %s is not %s: its JSON is nested too deeply to '
                     'read' % (noun, path, what)) from None

@@ -264,12 +264,13 @@ class TestInputBounds(CommandTestCase):
         huge = self.sparse('huge.json', model.MAX_DOCUMENT_BYTES + 1)
         with mock.patch('json.loads') as loads:
             self.assertOneLineError(2, self.main('plan', '--state', huge),
-                                    'larger than 64 MiB')
+                                    'error: state file %s is larger than '
+                                    '64 MiB' % huge)
             self.again()
             with mock.patch.object(self.cmd.capacity_cmd, 'load_config'):
                 self.assertOneLineError(
                     2, self.main('apply', huge, '--dry-run'),
-                    'larger than 64 MiB')
+                    'error: plan file %s is larger than 64 MiB' % huge)
         loads.assert_not_called()
 
     def test_duplicate_instance_in_a_state(self):
