@@ -48,6 +48,7 @@ import argparse
 import importlib.metadata
 import json
 import logging
+import math
 import os
 import sys
 
@@ -91,6 +92,22 @@ def _percent(text):
         raise argparse.ArgumentTypeError('%r is not a percentage' % text)
 
 
+def _gib(text):
+    """A budget of RAM in GiB: a number whose MiB are finite."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r is not a number of GiB' % text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError('%r is not a finite number of GiB'
+                                         % text)
+    if not math.isfinite(value * 1024):
+        raise argparse.ArgumentTypeError(
+            '%r GiB is too large to count (for no RAM budget, leave the '
+            'option out)' % text)
+    return value
+
+
 def build_parser(prog=PROG):
     parser = _Parser(prog=prog, description=DESCRIPTION)
     version.add_version_option(parser)
@@ -107,7 +124,7 @@ def build_parser(prog=PROG):
              'instead of the running cloud; no nova.conf is needed.')
     plan.add_argument('--budget-moves', type=int, metavar='N',
                       help='At most N live migrations.')
-    plan.add_argument('--budget-ram-gb', type=float, metavar='GB',
+    plan.add_argument('--budget-ram-gb', type=_gib, metavar='GB',
                       help='At most this much instance RAM moved (GiB).')
     plan.add_argument('--budget-share', type=_percent, metavar='PERCENT',
                       help='At most this share of the instances in scope '
@@ -146,8 +163,23 @@ def build_parser(prog=PROG):
     apply_.add_argument('plan_file', metavar='PLAN.json')
     _config_options(apply_)
     apply_.add_argument('--dry-run', action='store_true',
-                        help='Check each move against the cloud now, '
+                        help='Check each move against the cloud now, as '
+                             'the moves before it would leave it; '
                              'migrate nothing.')
+    apply_.add_argument('--never-move', type=_names, default=[],
+                        metavar='UUID,...',
+                        help="Instances never to move, besides the plan's "
+                             'own never-move list.')
+    apply_.add_argument('--never-move-project', type=_names, default=[],
+                        metavar='PROJECT,...',
+                        help='Projects whose instances never move, besides '
+                             "the plan's own.")
+    apply_.add_argument('--ignore-checksum', action='store_true',
+                        help='Apply a plan whose checksum is missing (an '
+                             'older or hand-written plan) or does not '
+                             'match (an edited plan); every move is still '
+                             'checked against the cloud and the never-move '
+                             'lists first.')
     apply_.add_argument('--parallel', type=int, default=1, metavar='N',
                         help='Up to N migrations at once, of moves that '
                              'share no host and no server group '
@@ -197,8 +229,8 @@ def saved_state(path):
     reader = driver.DriverManager(SAVED_STATES, document['format']).driver
     try:
         return reader(document)
-    except model.PlanError:
-        raise
+    except model.PlanError as exc:
+        raise model.PlanError('state file %s: %s' % (path, exc)) from None
     except (KeyError, TypeError, ValueError) as exc:
         raise model.PlanError('state file %s is damaged: %s: %s'
                               % (path, type(exc).__name__, exc)) from None
@@ -245,7 +277,7 @@ def run_plan(args, context=None):
                            never_move=never_move, search=args.search).plan()
 
 
-def _gib(memory_mb):
+def _in_gib(memory_mb):
     return '%.1f' % (memory_mb / 1024.0)
 
 
@@ -261,7 +293,7 @@ def render_plan(document):
         recovered = move['slots_recovered']
         rows.append((number, move['instance'], move['flavor'],
                      move['source'], move['target'], _cells(move),
-                     _gib(move['memory_mb']),
+                     _in_gib(move['memory_mb']),
                      ' / '.join('%+d' % recovered.get(f, 0)
                                 for f in flavors)))
     blocks = []
@@ -289,7 +321,7 @@ def render_plan(document):
     blocks.append(
         '%d move(s), %s GiB of RAM moved; %d instance(s) on %d host(s) in '
         'scope; planned in %.2f s (%s search).' % (
-            len(document['moves']), _gib(document['memory_moved_mb']),
+            len(document['moves']), _in_gib(document['memory_moved_mb']),
             document['instances_in_scope'], document['hosts_in_scope'],
             document['seconds'], document['search']))
     return '\n\n'.join(blocks)
@@ -337,30 +369,42 @@ def _progress_line(total, stream):
 
 
 def run_apply(args, stdout, context=None, compute=None):
-    """Apply the plan file; the exit status."""
+    """Apply the plan file; the exit status.
+
+    The configuration and credentials are checked before the plan file is
+    read, the plan file before the cloud.
+    """
     from nova_sched_ext.defrag import executor
     from nova_sched_ext.defrag import live
+    from nova_sched_ext.defrag import model
     from oslo_config import cfg
-    moves = executor.load_plan(args.plan_file)
     if args.parallel < 1:
         raise UsageError('--parallel must be at least 1, not %d'
                          % args.parallel)
     capacity_cmd.load_config(args, PROG)
+    if compute is None and not args.dry_run:
+        compute = _compute()
+    plan = executor.read_plan(args.plan_file, args.ignore_checksum)
+    moves = plan.moves
+    never_move = model.NeverMove(
+        instances=plan.never_move.instances | frozenset(args.never_move),
+        projects=plan.never_move.projects |
+        frozenset(args.never_move_project))
     from nova import context as nova_context
     from nova import objects
     from nova_sched_ext.capacity import placement
     objects.register_all()
     context = context or nova_context.get_admin_context()
-    if compute is None and not args.dry_run:
-        compute = _compute()
     reader = placement.PlacementReader(
         context, workers=cfg.CONF.nova_sched_ext_capacity.placement_workers)
     opts = cfg.CONF[defrag_conf.GROUP_NAME]
     runner = executor.Executor(
-        compute, lambda: live.read_cloud(context, reader),
+        compute,
+        lambda hosts=None: live.read_cloud(context, reader, hosts=hosts),
         wait_timeout=opts.migration_timeout,
         poll_interval=opts.poll_interval,
-        progress=_progress_line(len(moves), stdout))
+        progress=_progress_line(len(moves), stdout),
+        never_move=never_move)
     outcome = runner.apply(moves, dry_run=args.dry_run,
                            parallel=args.parallel)
     counts = {}

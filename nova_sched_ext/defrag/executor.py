@@ -12,17 +12,34 @@
 
 """Apply a plan: live migrations one at a time, each checked again first.
 
-The cloud may have changed since the plan was made, so before each move
-the executor reads it again (``read_cloud()``, a :class:`~.model.Cloud`)
-and checks the move as the planner did (:mod:`.validity` and Nova's NUMA
-fit on the target); a move that no longer holds is skipped with its
-reason.  A move is the Compute API's live migration to the planned host
+The executor reads the whole cloud once (``read_cloud()``, a
+:class:`~.model.Cloud`) into a picture (a
+:class:`~.state.PlanningState`) and keeps that picture current with its
+own moves (a finished move puts its instance on its target).  The cloud
+may have changed since the plan was made, and changes beside the
+executor, so before each move it reads again what the move touches
+(``read_cloud(hosts=[...])``: its source, its target and the host the
+picture has the instance on, with the instances on them) and checks the
+move on those fresh facts as the planner did (:mod:`.validity`, the
+never-move lists, and Nova's NUMA fit on the target); a move that no
+longer holds is skipped with its reason.  A move whose instance this
+run has put on its target already is done, unread.  What a move does
+not touch (a deployment set's members on other hosts) is as the picture
+has it; Nova's scheduler checks the destination of every live migration
+as well.
+
+A move is the Compute API's live migration to the planned host
 (openstacksdk's ``live_migrate_server``); after it the server must be
 ACTIVE, with no task state, on the planned host, and its migration record
-completed (Nova frees the source's room only then).  The first failure stops
-the run: every move before it stays in place, and the outcome says where
-it stopped.  A run can be resumed with the same plan: a move whose
+completed (Nova frees the source's room only then).  The first failure
+stops the run: every move before it stays in place, and the outcome says
+where it stopped.  A run can be resumed with the same plan: a move whose
 instance is already on its target counts as done.
+
+A dry run reads the cloud once and plays each move that would be made on
+the picture, in order, so that a later move is checked against the cloud
+the earlier ones would leave (a plan listing a move twice would make it
+once, the second time it is already there).
 """
 
 import time
@@ -47,11 +64,45 @@ class PlanFileError(model.PlanError):
     """A plan file that cannot be applied; the message is one line."""
 
 
-def load_plan(path):
-    """The moves of a plan file (``Plan.to_dict()`` as JSON)."""
+class PlanFile(typing.NamedTuple):
+    """What ``apply`` takes from a plan file."""
+
+    moves: list
+    #: the never-move list the plan was made with (checked again)
+    never_move: model.NeverMove
+
+
+def _strings(value):
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def read_plan(path, ignore_checksum=False):
+    """The :class:`PlanFile` of a plan file (``Plan.to_dict()`` as JSON).
+
+    A plan whose checksum is missing (a plan of an older version, or one
+    written by hand) or does not match its content (edited since ``plan``
+    wrote it) is refused, unless ``ignore_checksum``.
+    """
     plan = model.read_document(path, planner.FORMAT, 'plan file',
                                'a plan of nova-sched-ext-defrag',
                                PlanFileError)
+    checksum = plan.get(model.CHECKSUM)
+    if checksum is None:
+        problem = 'has no checksum: it was written by hand or by an older ' \
+            'nova-sched-ext-defrag plan'
+    elif checksum != model.plan_checksum(plan):
+        problem = 'does not match its checksum: it was changed after ' \
+            'nova-sched-ext-defrag plan wrote it'
+    else:
+        problem = None
+    if problem and not ignore_checksum:
+        raise PlanFileError('plan file %s %s; run plan again, or apply it '
+                            'as it is with --ignore-checksum'
+                            % (path, problem))
+    if problem:
+        LOG.warning('Defragmentation: plan file %s %s; applied as asked '
+                    '(--ignore-checksum), every move checked against the '
+                    'cloud first.', path, problem)
     moves = plan.get('moves')
     if not isinstance(moves, list):
         raise PlanFileError('plan file %s has no list of moves' % path)
@@ -61,7 +112,20 @@ def load_plan(path):
                 for key in ('instance', 'source', 'target')):
             raise PlanFileError('plan file %s: move %d lacks an instance, '
                                 'source or target' % (path, number + 1))
-    return moves
+    never_move = plan.get('never_move', {})
+    if not isinstance(never_move, dict) or not all(
+            _strings(never_move.get(key, []))
+            for key in ('instances', 'projects')):
+        raise PlanFileError('plan file %s: its never_move is not lists of '
+                            'instances and projects' % path)
+    return PlanFile(moves, model.NeverMove(
+        instances=frozenset(never_move.get('instances', ())),
+        projects=frozenset(never_move.get('projects', ()))))
+
+
+def load_plan(path, ignore_checksum=False):
+    """The moves of a plan file (:func:`read_plan`)."""
+    return read_plan(path, ignore_checksum).moves
 
 
 class Step(typing.NamedTuple):
@@ -87,12 +151,16 @@ class Executor(object):
 
     def __init__(self, compute, read_cloud, wait_timeout=600,
                  poll_interval=5, progress=None, sleep=time.sleep,
-                 clock=time.monotonic):
+                 clock=time.monotonic, never_move=None):
         """Apply plans on the cloud ``read_cloud()`` reads.
 
         :param compute: openstacksdk's compute proxy (``connection.compute``)
-        :param read_cloud: a callable returning the cloud now
+        :param read_cloud: a callable returning the cloud now; with
+            ``hosts`` (a list of host names), only those hosts, the
+            instances on them and their groups (:func:`~.model.part_of`)
         :param progress: called with each :class:`Step` as it finishes
+        :param never_move: a :class:`~.model.NeverMove` (the plan's): a
+            move of such an instance is skipped
         """
         self.compute = compute
         self.read_cloud = read_cloud
@@ -101,6 +169,9 @@ class Executor(object):
         self.progress = progress or (lambda step: None)
         self.sleep = sleep
         self.clock = clock
+        self.never_move = never_move or model.NeverMove()
+        #: ``{instance: target}`` of the moves this run has made
+        self._moved = {}
 
     def check_names(self, moves, cloud):
         """Refuse, before anything moves, a plan naming what is not there."""
@@ -114,24 +185,38 @@ class Executor(object):
                                         'the cloud' % (number, move[key],
                                                        key))
 
-    def why_not_now(self, move, cloud):
-        """None if the move holds on the cloud as it is now, else why."""
-        state = planning_state.PlanningState(cloud, ())
-        instance = cloud.instances[move['instance']]
-        groups = validity.GroupIndex(cloud)
-        if state.where[instance.uuid] != move['source']:
-            return 'it is on %s now, not on %s' % (
-                state.where[instance.uuid], move['source'])
-        why = validity.why_unmovable(state, instance, model.NeverMove(),
+    def why_not_now(self, move, state):
+        """None if the move holds on the picture ``state`` now, else why."""
+        uuid = move['instance']
+        where = state.where.get(uuid)
+        if where is None:
+            return 'it is on neither %s nor %s now' % (move['source'],
+                                                       move['target'])
+        if where != move['source']:
+            return 'it is on %s now, not on %s' % (where, move['source'])
+        instance = state.cloud.instances[uuid]
+        groups = validity.GroupIndex(state.cloud)
+        why = validity.why_unmovable(state, instance, self.never_move,
                                      groups) or \
             validity.why_not_target(state, instance, move['target'], groups)
         if why:
             return why
-        fits, _fitted = state.nova_fit(instance.uuid, move['target'])
+        fits, _fitted = state.nova_fit(uuid, move['target'])
         if not fits:
             return ("the target no longer takes it: Nova's NUMA fit finds "
                     'no cells for it there')
         return None
+
+    def account(self, state, move):
+        """Play a move a dry run would make on the picture.
+
+        As the planner plays one: Nova's fit on the target and Nova's
+        usage accounting on both hosts, for the moves after it.
+        """
+        fits, fitted = state.nova_fit(move['instance'], move['target'])
+        state.apply(move['instance'], move['target'],
+                    fitted if fits else None)
+        state.settle()
 
     def apply(self, moves, dry_run=False, parallel=1):
         """Apply ``moves`` (from :func:`load_plan`) in order.
@@ -144,13 +229,17 @@ class Executor(object):
         if parallel < 1:
             raise model.PlanError('the number of migrations at once must '
                                   'be at least 1, not %d' % parallel)
-        self.check_names(moves, self.read_cloud())
+        cloud = self.read_cloud()
+        self.check_names(moves, cloud)
+        state = planning_state.PlanningState(cloud, ())
+        self._moved = {}
         steps = []
         number = 0
         while number < len(moves):
-            cloud = self.read_cloud()
-            batch = _batch(moves, number, parallel, cloud)
-            finished = self._batch(batch, cloud, dry_run)
+            batch = _batch(moves, number, parallel, state.cloud)
+            if number and not dry_run:
+                self._read_again(batch, state)
+            finished = self._batch(batch, state, dry_run)
             steps.extend(finished)
             failed = [s.number for s in finished if s.status == FAILED]
             if failed:
@@ -158,34 +247,55 @@ class Executor(object):
             number += len(batch)
         return Outcome(steps, None)
 
-    def _batch(self, batch, cloud, dry_run):
+    def _read_again(self, batch, state):
+        """Read again the hosts the batch's moves touch, into the picture.
+
+        Not for a move whose instance this run has put on its target
+        already: the picture has it there from the Compute API's word.
+        """
+        hosts = set()
+        for _number, move in batch:
+            if self._moved.get(move['instance']) == move['target']:
+                continue
+            hosts.update((move['source'], move['target']))
+            where = state.where.get(move['instance'])
+            if where is not None:
+                hosts.add(where)
+        if hosts:
+            state.refresh(self.read_cloud(hosts=sorted(hosts)))
+
+    def _batch(self, batch, state, dry_run):
         """The steps of a batch of ``(number, move)``, in their order."""
         finished, started = [], []
         for number, move in batch:
-            step = self._start(number, move, cloud, dry_run)
+            step = self._start(number, move, state, dry_run)
             if step is None:
                 started.append((number, move))
             else:
                 finished.append(step)
                 self.progress(step)
         finished.extend(self._wait(started))
+        for step in finished:
+            if step.status == DONE:
+                # Every later move that touches its hosts reads them
+                # again: the picture needs only where the instance is.
+                state.relocate(step.instance, step.target)
+                self._moved[step.instance] = step.target
         return sorted(finished, key=lambda s: s.number)
 
-    def _start(self, number, move, cloud, dry_run):
+    def _start(self, number, move, state, dry_run):
         """None once the migration is under way, else the move's step."""
         def step(status, reason=''):
             return _step(number, move, status, reason)
-        instance = cloud.instances.get(move['instance'])
-        if instance is None:
-            return step(SKIPPED, 'the instance is gone')
-        if instance.host == move['target']:
+        if state.where.get(move['instance']) == move['target']:
             return step(ALREADY)
-        why = self.why_not_now(move, cloud)
+        why = self.why_not_now(move, state)
         if why:
             LOG.info('Defragmentation: move %d of %s skipped: %s',
                      number, move['instance'], why)
             return step(SKIPPED, why)
         if dry_run:
+            self.account(state, move)
             return step(WOULD)
         try:
             self.compute.live_migrate_server(

@@ -222,19 +222,30 @@ def _groups(context, on_hosts):
     return groups, group_of, partition_of
 
 
-def read_cloud(context, placement_reader=None):
+def read_cloud(context, placement_reader=None, hosts=None):
     """The planner's :class:`~.model.Cloud` of the running cloud.
 
     :param context: an admin ``RequestContext``
     :param placement_reader: a capacity ``PlacementReader`` (default: one
         through Nova's report client, ``[placement]`` of nova.conf, with
         ``[nova_sched_ext_capacity] placement_workers`` requests at once)
+    :param hosts: host names: only these hosts, the instances on them and
+        their groups (:func:`~.model.part_of`), as the executor reads
+        again what a move touches; their providers and allocations are
+        the only ones asked of placement, their instances the only rows
+        read (the compute node and aggregate lists are read whole, one
+        query each)
     :raises CapacityError: a database or placement that cannot be read,
         in one line
     """
     found = sources.read_cloud(context)
     reader = placement_reader or placement.PlacementReader(
         context, workers=CONF.nova_sched_ext_capacity.placement_workers)
+    partial = hosts is not None
+    if partial:
+        wanted = set(hosts)
+        found = found._replace(hosts=[h for h in found.hosts
+                                      if h.name in wanted])
     roots = [h.uuid for h in found.hosts if h.uuid]
     trees = reader.trees(roots)
     allocations = reader.allocations(sorted(trees))
@@ -277,8 +288,9 @@ def read_cloud(context, placement_reader=None):
             preemptible=extra_specs.is_preemptible(row.flavor),
             unmovable=_why_unmovable(row, resources) or unreadable,
             required_metadata=_required_metadata(row.flavor))
-    LOG.info('Defragmentation: read %d hosts and %d instances in %d '
-             'cell(s).', len(hosts), len(instances), len(found.cells))
+    (LOG.debug if partial else LOG.info)(
+        'Defragmentation: read %d hosts and %d instances in %d cell(s).',
+        len(hosts), len(instances), len(found.cells))
     return model.Cloud(
         hosts=hosts, instances=instances, groups=groups,
         preemptible_max_per_host=CONF.nova_sched_ext.preemptible_max_per_host)

@@ -23,37 +23,90 @@ placement inventories in the capacity count's form
 """
 
 import dataclasses
+import hashlib
 import json
+import os
+import stat
 import typing
 
 #: The ``format`` of a plan document (``planner.Plan.to_dict()``); here,
 #: where nothing imports Nova, so that Watcher's strategy can check it too.
 PLAN_FORMAT = 'nova-sched-ext-defrag-plan/1'
 
+#: The key of a plan document's checksum (:func:`plan_checksum`).
+CHECKSUM = 'checksum'
+
 #: Why an instance is never moved (:attr:`Instance.unmovable`).
 PCI_DEVICES = 'it has PCI devices (live migration would lose them)'
+
+
+#: The largest plan or saved state read, in bytes.  A plan of 5 % of a
+#: 10,000-instance cloud is under 1 MiB, the simulator's end state of a
+#: whole trace (1,710 hosts, 4,600 instances) 1.3 MiB; a file over this
+#: is not one of ours, and parsing it would take seconds and gigabytes.
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
 
 class PlanError(ValueError):
     """A user error in the planner's input; the message is one line."""
 
 
+def plan_checksum(document):
+    """``sha256:<hex digest>`` of a plan document, its checksum left out.
+
+    Over the canonical JSON of everything else (keys sorted, no spaces,
+    ASCII): the moves and what they were planned with (budget, scope,
+    never-move list, slots).  ``plan`` writes it, ``apply`` refuses a plan
+    that does not match it.  It shows that the plan is the one ``plan``
+    wrote, unchanged; it is no secret, and not a signature against
+    whoever may write the file.
+    """
+    content = {key: value for key, value in document.items()
+               if key != CHECKSUM}
+    text = json.dumps(content, sort_keys=True, separators=(',', ':'),
+                      ensure_ascii=True, allow_nan=False)
+    return 'sha256:' + hashlib.sha256(text.encode('ascii')).hexdigest()
+
+
+def _read_bounded(stream, noun, path, error):
+    """The bytes of ``stream``, or ``error`` if over the size we read."""
+    limit = MAX_DOCUMENT_BYTES
+    too_large = error('%s %s is larger than %d MiB, the most read: no plan '
+                      'or saved state is that large'
+                      % (noun, path, limit // (1024 * 1024)))
+    info = os.fstat(stream.fileno())
+    # A regular file is refused by its size, before anything is read; a
+    # pipe or device by what it gives.
+    if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+        raise too_large
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise too_large
+    return data
+
+
 def read_document(path, file_format, noun, what, error):
     """The JSON object of a file of ours whose ``format`` is ``file_format``.
 
     Plans and saved states are read alike: a file that cannot be read, is
-    not JSON or is not ours raises ``error`` with one line naming it.
-    ``file_format`` may be a tuple of the formats accepted.
+    larger than :data:`MAX_DOCUMENT_BYTES`, is not JSON (or JSON nested
+    too deeply to parse) or is not ours raises ``error`` with one line
+    naming it.  ``file_format`` may be a tuple of the formats accepted.
 
     :param noun: what the file is called in messages (``'plan file'``)
     :param what: what it should have been (``'a plan of ...'``)
     """
     try:
-        with open(path) as stream:
-            document = json.load(stream)
+        with open(path, 'rb') as stream:
+            data = _read_bounded(stream, noun, path, error)
     except OSError as exc:
         raise error('cannot read %s %s: %s'
                     % (noun, path, exc.strerror or exc))
+    try:
+        document = json.loads(data)
+    except RecursionError:
+        raise error('%s %s is not %s: its JSON is nested too deeply to '
+                    'read' % (noun, path, what)) from None
     except ValueError as exc:
         raise error('%s %s is not JSON: %s' % (noun, path, exc))
     formats = (file_format,) if isinstance(file_format, str) \
@@ -137,6 +190,26 @@ class Cloud:
     groups: dict = dataclasses.field(default_factory=dict)
     #: ``[nova_sched_ext] preemptible_max_per_host`` (-1: no cap)
     preemptible_max_per_host: int = -1
+
+
+def part_of(cloud, hosts):
+    """The part of ``cloud`` a reader gives for ``hosts`` (host names).
+
+    Those of the hosts the cloud has, every instance on them and the
+    groups of those instances: what ``read_cloud(hosts=...)`` returns to
+    the executor, which re-reads only the hosts a move touches.
+    """
+    wanted = set(hosts)
+    instances = {uuid: instance for uuid, instance in cloud.instances.items()
+                 if instance.host in wanted}
+    groups = {instance.group for instance in instances.values()}
+    return Cloud(
+        hosts={name: host for name, host in cloud.hosts.items()
+               if name in wanted},
+        instances=instances,
+        groups={uuid: group for uuid, group in cloud.groups.items()
+                if uuid in groups},
+        preemptible_max_per_host=cloud.preemptible_max_per_host)
 
 
 @dataclasses.dataclass(frozen=True)

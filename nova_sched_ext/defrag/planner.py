@@ -110,6 +110,7 @@ class Plan:
     budget: model.Budget
     scope: model.Scope
     search: str
+    never_move: model.NeverMove = model.NeverMove()
     seconds: float = 0.0
     instances_in_scope: int = 0
     hosts_in_scope: int = 0
@@ -124,7 +125,8 @@ class Plan:
         return sum(move.memory_mb for move in self.moves)
 
     def to_dict(self):
-        return {
+        """The plan document, with its checksum (``apply`` checks it)."""
+        document = {
             'format': FORMAT,
             'search': self.search,
             'scope': {'availability_zone': self.scope.availability_zone,
@@ -132,6 +134,9 @@ class Plan:
                       'hosts': sorted(self.scope.hosts)
                       if self.scope.hosts is not None else None},
             'budget': dataclasses.asdict(self.budget),
+            'never_move': {
+                'instances': sorted(self.never_move.instances),
+                'projects': sorted(self.never_move.projects)},
             'hosts_in_scope': self.hosts_in_scope,
             'instances_in_scope': self.instances_in_scope,
             'moves': [move.to_dict() for move in self.moves],
@@ -144,6 +149,8 @@ class Plan:
                                self.left_alone.items())],
             'seconds': round(self.seconds, 3),
         }
+        document[model.CHECKSUM] = model.plan_checksum(document)
+        return document
 
 
 FORMAT = model.PLAN_FORMAT
@@ -680,6 +687,7 @@ class Planner(object):
         plan = Plan(moves=moves, slots_before=slots_before,
                     slots_after=state.total_slots(), left_alone=left_alone,
                     budget=self.budget, scope=self.scope, search=mode,
+                    never_move=self.never_move,
                     instances_in_scope=len(instances),
                     hosts_in_scope=len(self.scope_hosts))
         return plan

@@ -35,6 +35,7 @@ only considers) is rolled back exactly (:meth:`PlanningState.mark`,
 """
 
 import collections
+import dataclasses
 import uuid as uuid_lib
 
 from nova import objects
@@ -438,6 +439,72 @@ class PlanningState(object):
                 view.prepared = engine_host(view.topology, view.host)
                 view.slots = None
                 self.changed.add(view.name)
+        self.count_all()
+
+    def relocate(self, uuid, target):
+        """The instance is on ``target`` now; its hosts are not accounted.
+
+        Where it is, without Nova's usage accounting of :meth:`apply`:
+        for a caller that reads the source and the target again
+        (:meth:`refresh`) before it asks anything of them, and meanwhile
+        needs only where the instance is (another move's group rules).
+        """
+        source = self.views.get(self.where.get(uuid))
+        if source is not None:
+            source.instances = source.instances - {uuid}
+        dest = self.views.get(target)
+        if dest is not None:
+            dest.instances = dest.instances | {uuid}
+        self.where[uuid] = target
+
+    def settle(self):
+        """The moves applied so far are facts, not a trial: forget them.
+
+        Rolling back is no longer possible; the journal stops growing
+        (the executor applies every move it makes, a run of many moves).
+        """
+        del self._journal[:]
+
+    def refresh(self, part):
+        """Take the hosts of ``part``, read again, as they are now.
+
+        ``part`` is a :class:`~.model.Cloud` of some hosts, the instances
+        on them and their groups (:func:`~.model.part_of`).  Its hosts
+        replace the state's, with their instances; an instance the state
+        had on one of them and ``part`` does not is dropped (deleted, or
+        gone to a host not read).  Every other host stays as it was.
+        The cloud given to the state is not changed: the state takes a
+        copy.  Not for a trial: :meth:`settle` first.
+        """
+        if self._journal:
+            raise RuntimeError('refresh during a trial of %d move(s)'
+                               % len(self._journal))
+        cloud = self.cloud = dataclasses.replace(
+            self.cloud, hosts=dict(self.cloud.hosts),
+            instances=dict(self.cloud.instances),
+            groups=dict(self.cloud.groups))
+        read = set(part.hosts)
+        for name in read & set(self.views):
+            for uuid in self.views[name].instances - set(part.instances):
+                del cloud.instances[uuid]
+                del self.where[uuid]
+                del self.placed[uuid]
+        on_host = collections.defaultdict(set)
+        for uuid, instance in part.instances.items():
+            before = self.views.get(self.where.get(uuid))
+            if before is not None and before.name not in read:
+                before.instances = before.instances - {uuid}
+            cloud.instances[uuid] = instance
+            self.where[uuid] = instance.host
+            self.placed[uuid] = instance.numa_topology
+            if instance.host is not None:
+                on_host[instance.host].add(uuid)
+        cloud.groups.update(part.groups)
+        for name, host in part.hosts.items():
+            cloud.hosts[name] = host
+            self.views[name] = HostView(host, host.numa_topology,
+                                        dict(host.usages), on_host[name])
+            self.changed.add(name)
         self.count_all()
 
     def mark(self):

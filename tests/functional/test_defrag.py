@@ -40,6 +40,7 @@ from nova import exception as nova_exc
 from openstack import connection
 
 from nova_sched_ext.defrag import live
+from nova_sched_ext.defrag import model as defrag_model
 from nova_sched_ext.offline.harness import fake_hosts
 from tests.functional import base
 
@@ -275,6 +276,8 @@ class DefragTest(base.NUMAFitTestBase):
     def test_bad_input_moves_nothing(self):
         path, document = self.plan()
         document['moves'][1]['instance'] = UNKNOWN
+        # edited and signed again: the check of the names is what is shown
+        document['checksum'] = defrag_model.plan_checksum(document)
         bad = os.path.join(self.dir, 'bad.json')
         with open(bad, 'w') as f:
             json.dump(document, f)

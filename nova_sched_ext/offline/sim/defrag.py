@@ -108,6 +108,9 @@ def cloud_of(saved, factory=None, empty=False):
     # a topology they are given, so hosts may share one.
     topologies = {}
     for trace_host in sim_state.trace_hosts(saved):
+        if trace_host.name in hosts:
+            raise model.PlanError('the saved state has host %s twice'
+                                  % trace_host.name)
         topology = topologies.get(trace_host.cells)
         if topology is None:
             topology = topologies[trace_host.cells] = \
@@ -119,6 +122,11 @@ def cloud_of(saved, factory=None, empty=False):
     instances = {}
     on_host = collections.defaultdict(list)
     for entry in saved['instances']:
+        if entry['uuid'] in instances:
+            # One would replace the other, and a plan be made on a cloud
+            # with one instance less than the state has.
+            raise model.PlanError('the saved state has instance %s twice'
+                                  % entry['uuid'])
         flavor = sim_state.flavor_of(entry)
         nova_flavor, template = factory.flavor(flavor)
         fitted = _fitted(template, entry['cells']) \

@@ -31,7 +31,7 @@ import fixtures
 
 from nova_sched_ext.defrag import conf as defrag_conf  # noqa: F401
 from nova_sched_ext.defrag import executor
-from nova_sched_ext.offline.sim import defrag
+from nova_sched_ext.defrag import model
 from nova_sched_ext.offline.sim import state as sim_state
 from tests import base
 from tests.unit.defrag import test_executor
@@ -75,6 +75,11 @@ class CommandTestCase(base.OneLineErrors, test_planner.PlannerTestCase):
     def main(self, *args):
         return self.cmd.main([PROG] + list(args), stdout=self.stdout)
 
+    def again(self):
+        """Forget what the command wrote on stderr, for another run."""
+        self.stderr.seek(0)
+        self.stderr.truncate()
+
     def write(self, name, text):
         path = os.path.join(self.dir, name)
         with open(path, 'w') as f:
@@ -100,7 +105,7 @@ class TestPlanOnState(CommandTestCase):
         # the moves hold when replayed on the state, in order
         compute = test_executor.FakeCompute(self.saved)
         outcome = executor.Executor(
-            compute, lambda: defrag.cloud_of(self.saved),
+            compute, test_executor.Reader(self.saved),
             sleep=lambda s: None).apply(moves)
         self.assertEqual(2, outcome.moved)
 
@@ -217,6 +222,66 @@ class TestPlanErrors(CommandTestCase):
         self.assertOneLineError(2, self.main('plan'), 'no configuration file')
 
 
+class TestInputBounds(CommandTestCase):
+    """Inputs that used to end in "unexpected error" or a long parse."""
+
+    def test_json_nested_too_deeply(self):
+        deep = self.write('deep.json', '[' * 100000 + ']' * 100000)
+        self.assertOneLineError(2, self.main('plan', '--state', deep),
+                                'nested too deeply')
+        self.again()
+        with mock.patch.object(self.cmd.capacity_cmd, 'load_config'):
+            self.assertOneLineError(
+                2, self.main('apply', deep, '--dry-run'),
+                'nested too deeply')
+
+    def test_budget_ram_not_finite(self):
+        for value, words in (('nan', 'not a finite number of GiB'),
+                             ('inf', 'not a finite number of GiB'),
+                             ('-inf', 'not a finite number of GiB'),
+                             ('1e308', 'too large to count')):
+            self.again()
+            self.assertOneLineError(
+                2, self.main('plan', '--state', self.state,
+                             '--budget-ram-gb=' + value),
+                words)
+
+    def sparse(self, name, size):
+        """A file of ``size`` bytes that takes no room on the disk."""
+        path = os.path.join(self.dir, name)
+        with open(path, 'wb') as f:
+            f.truncate(size)
+        return path
+
+    def test_configuration_is_checked_before_the_plan(self):
+        huge = self.sparse('huge-plan.json', 80 * 1024 * 1024)
+        with mock.patch.object(model, 'read_document') as read:
+            self.assertOneLineError(2, self.main('apply', huge),
+                                    'no configuration file')
+        read.assert_not_called()
+
+    def test_files_over_the_size_read_are_refused_unread(self):
+        huge = self.sparse('huge.json', model.MAX_DOCUMENT_BYTES + 1)
+        with mock.patch('json.loads') as loads:
+            self.assertOneLineError(2, self.main('plan', '--state', huge),
+                                    'error: state file %s is larger than '
+                                    '64 MiB' % huge)
+            self.again()
+            with mock.patch.object(self.cmd.capacity_cmd, 'load_config'):
+                self.assertOneLineError(
+                    2, self.main('apply', huge, '--dry-run'),
+                    'error: plan file %s is larger than 64 MiB' % huge)
+        loads.assert_not_called()
+
+    def test_duplicate_instance_in_a_state(self):
+        entry = self.saved['instances'][0]
+        self.saved['instances'].append(dict(entry))
+        sim_state.save(self.state, self.saved)
+        self.assertOneLineError(
+            2, self.main('plan', '--state', self.state),
+            'has instance %s twice' % entry['uuid'])
+
+
 class TestApply(CommandTestCase):
     """``apply`` on the saved state, the Compute API a fake over it."""
 
@@ -232,8 +297,8 @@ class TestApply(CommandTestCase):
             self.cmd.capacity_cmd, 'load_config'))
         self.useFixture(fixtures.MockPatch(
             'nova_sched_ext.defrag.live.read_cloud',
-            side_effect=lambda context, reader=None: defrag.cloud_of(
-                self.saved)))
+            side_effect=lambda context, reader=None, hosts=None:
+                test_executor.Reader(self.saved)(hosts)))
         self.useFixture(fixtures.MockPatch(
             'nova_sched_ext.capacity.placement.PlacementReader'))
         self.useFixture(fixtures.MockPatchObject(
@@ -268,10 +333,56 @@ class TestApply(CommandTestCase):
         self.assertIn('Stopped at move 2 of 2', text)
         self.assertIn('1 failed, 1 moved', text)
 
+    def test_dry_run_of_a_plan_given_three_times(self):
+        with open(self.plan_file) as f:
+            document = json.load(f)
+        document['moves'] *= 3
+        document['checksum'] = model.plan_checksum(document)
+        thrice = self.write('thrice.json', json.dumps(document))
+        self.assertEqual(0, self.main('apply', thrice, '--dry-run'))
+        self.assertEqual('6 move(s): 4 already there, 2 would move.',
+                         self.stdout.getvalue().splitlines()[-1])
+
+    def test_a_plan_must_match_its_checksum(self):
+        with open(self.plan_file) as f:
+            document = json.load(f)
+        # a never-move instance put into the plan by hand
+        keep = document['moves'][1]['instance']
+        document['never_move']['instances'] = [keep]
+        edited = self.write('edited.json', json.dumps(document))
+        self.assertOneLineError(
+            2, self.main('apply', edited),
+            'does not match its checksum: it was changed after '
+            'nova-sched-ext-defrag plan wrote it; run plan again, or apply '
+            'it as it is with --ignore-checksum')
+        del document['checksum']
+        unsigned = self.write('unsigned.json', json.dumps(document))
+        self.again()
+        self.assertOneLineError(2, self.main('apply', unsigned),
+                                'has no checksum')
+        self.assertEqual([], self.compute.calls)
+        # applied as it is when asked: the never-move instance stays
+        self.again()
+        self.assertEqual(0, self.main(
+            'apply', unsigned, '--ignore-checksum'))
+        lines = self.stdout.getvalue().splitlines()
+        self.assertRegex(lines[1], r'^\[2/2\] %s .*: skipped \(it is on the '
+                         r'never-move list\)$' % keep)
+        self.assertEqual(1, len(self.compute.calls))
+
+    def test_never_move_given_to_apply(self):
+        with open(self.plan_file) as f:
+            keep = json.load(f)['moves'][0]['instance']
+        self.assertEqual(0, self.main('apply', self.plan_file,
+                                      '--never-move', keep))
+        self.assertIn('skipped (it is on the never-move list)',
+                      self.stdout.getvalue().splitlines()[0])
+
     def test_bad_plans(self):
         with open(self.plan_file) as f:
             document = json.load(f)
         document['moves'][0]['target'] = 'nowhere'
+        document['checksum'] = model.plan_checksum(document)
         bad = self.write('bad-plan.json', json.dumps(document))
         for path, words in (
                 (self.write('x.json', '[1, 2'), 'is not JSON'),

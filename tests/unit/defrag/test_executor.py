@@ -17,6 +17,7 @@ the target) to the saved state the executor reads the cloud from, so the
 executor's re-checks see what each move did.
 """
 
+import collections
 import json
 import os
 import shutil
@@ -28,6 +29,8 @@ from nova_sched_ext.defrag import model
 from nova_sched_ext.defrag import planner
 from nova_sched_ext.defrag import state as planning_state
 from nova_sched_ext.offline.sim import defrag
+from nova_sched_ext.offline.sim import state as sim_state
+from nova_sched_ext.offline.sim import trace
 from tests.unit.defrag import test_planner
 
 
@@ -64,6 +67,33 @@ class FakeCompute(object):
         return []
 
 
+class Reader(object):
+    """``read_cloud`` over a saved state, counting what it reads.
+
+    The whole cloud, or with ``hosts`` only those hosts and the instances
+    on them (built from that part of the state alone, as a reader that
+    asks only for them would).
+    """
+
+    def __init__(self, saved):
+        self.saved = saved
+        self.whole = 0
+        self.parts = []
+
+    def __call__(self, hosts=None):
+        if hosts is None:
+            self.whole += 1
+            return defrag.cloud_of(self.saved)
+        self.parts.append(sorted(hosts))
+        wanted = set(hosts)
+        part = dict(self.saved,
+                    hosts=[h for h in self.saved['hosts']
+                           if h['name'] in wanted],
+                    instances=[e for e in self.saved['instances']
+                               if e['host'] in wanted])
+        return model.part_of(defrag.cloud_of(part), wanted)
+
+
 class TestExecutor(test_planner.PlannerTestCase):
 
     def setUp(self):
@@ -76,9 +106,9 @@ class TestExecutor(test_planner.PlannerTestCase):
         with open(self.path, 'w') as f:
             json.dump(self.plan_.to_dict(), f)
 
-    def executor(self, compute):
-        return executor.Executor(compute, lambda: defrag.cloud_of(self.saved),
-                                 sleep=lambda s: None)
+    def executor(self, compute, reader=None, **kwargs):
+        return executor.Executor(compute, reader or Reader(self.saved),
+                                 sleep=lambda s: None, **kwargs)
 
     def slots(self):
         return planning_state.PlanningState(
@@ -132,6 +162,91 @@ class TestExecutor(test_planner.PlannerTestCase):
                          outcome.steps[1].reason)
         first = compute._entry(moves[0]['instance'])
         self.assertEqual(moves[0]['target'], first['host'])
+
+    def test_dry_run_plays_the_moves_in_order(self):
+        # The plan three times over: a real run makes its two moves once,
+        # and finds them made the second and third time; so must a dry run.
+        moves = executor.load_plan(self.path) * 3
+        compute = FakeCompute(self.saved)
+        dry = self.executor(compute).apply(moves, dry_run=True)
+        self.assertEqual([executor.WOULD] * 2 + [executor.ALREADY] * 4,
+                         [s.status for s in dry.steps])
+        self.assertEqual([], compute.calls)
+        real = self.executor(compute).apply(moves)
+        self.assertEqual([executor.DONE if s.status == executor.WOULD
+                          else s.status for s in dry.steps],
+                         [s.status for s in real.steps])
+        self.assertEqual(2, len(compute.calls))
+
+    def test_dry_run_checks_a_move_on_what_the_earlier_ones_leave(self):
+        # There and back: the way back holds once the way there is made
+        # (checked against the cloud of today, its instance is not on
+        # its source).
+        there = executor.load_plan(self.path)[0]
+        back = dict(there, source=there['target'], target=there['source'])
+        outcome = self.executor(FakeCompute(self.saved)).apply(
+            [there, back], dry_run=True)
+        self.assertEqual([executor.WOULD, executor.WOULD],
+                         [s.status for s in outcome.steps])
+
+    def test_reads_the_cloud_once_then_the_hosts_of_each_move(self):
+        # 200 moves of one instance back and forth between two hosts
+        moves = executor.load_plan(self.path)
+        there = moves[0]
+        back = dict(there, source=there['target'], target=there['source'])
+        moves = [there, back] * 100
+        reader = Reader(self.saved)
+        compute = FakeCompute(self.saved)
+        outcome = self.executor(compute, reader).apply(moves)
+        self.assertEqual([executor.DONE] * 200,
+                         [s.status for s in outcome.steps])
+        self.assertEqual(1, reader.whole)
+        self.assertEqual([sorted((there['source'], there['target']))] * 199,
+                         reader.parts)
+        # a dry run reads once, and nothing more
+        reader = Reader(self.saved)
+        self.executor(compute, reader).apply(moves, dry_run=True)
+        self.assertEqual((1, []), (reader.whole, reader.parts))
+
+    def test_target_filled_during_the_run_is_skipped(self):
+        # Another boot fills the target after the first move: the second
+        # move is checked on the target read again, and skipped.
+        moves = executor.load_plan(self.path)
+        target = moves[1]['target']
+        saved = self.saved
+
+        class Compute(FakeCompute):
+            def live_migrate_server(self, uuid, host=None,
+                                    block_migration=None):
+                super().live_migrate_server(uuid, host, block_migration)
+                used = collections.Counter()
+                for entry in saved['instances']:
+                    if entry['host'] == target:
+                        for cell in entry['cells']:
+                            used[cell['host_cell']] += cell['vcpus']
+                free_cell = min((0, 1), key=lambda cell: used[cell])
+                saved['instances'].append({
+                    'uuid': 'other-boot', 'host': target,
+                    'flavor': sim_state.flavor_dict(
+                        trace.Flavor(4, 8 * test_planner.GB, 1)),
+                    'cells': [{'host_cell': free_cell, 'vcpus': 4,
+                               'memory_mb': 8 * test_planner.GB}]})
+        compute = Compute(saved)
+        outcome = self.executor(compute).apply(moves)
+        self.assertEqual([executor.DONE, executor.SKIPPED],
+                         [s.status for s in outcome.steps])
+        self.assertIn('placement has no room', outcome.steps[1].reason)
+        self.assertEqual(1, len(compute.calls))
+
+    def test_never_move_is_checked_again(self):
+        moves = executor.load_plan(self.path)
+        keep = model.NeverMove(instances=frozenset([moves[1]['instance']]))
+        compute = FakeCompute(self.saved)
+        outcome = self.executor(compute, never_move=keep).apply(moves)
+        self.assertEqual([executor.DONE, executor.SKIPPED],
+                         [s.status for s in outcome.steps])
+        self.assertEqual('it is on the never-move list',
+                         outcome.steps[1].reason)
 
     def test_bad_plan_files(self):
         bad = os.path.join(self.dir, 'bad.json')
@@ -207,10 +322,10 @@ class TestParallel(test_planner.PlannerTestCase):
 
             def migrations(self, **query):
                 return []
-        runner = executor.Executor(Compute(), lambda: self.cloud,
+        runner = executor.Executor(Compute(), lambda hosts=None: self.cloud,
                                    sleep=lambda s: None)
         runner.check_names = lambda moves, cloud: None
-        runner.why_not_now = lambda move, cloud: None
+        runner.why_not_now = lambda move, state: None
         outcome = runner.apply(self.moves, parallel=3)
         self.assertEqual([('start', 'a'), ('start', 'b'), ('start', 'c'),
                           ('poll', 'a'), ('poll', 'c')], events)
@@ -250,10 +365,10 @@ class TestMigrationRecord(test_planner.PlannerTestCase):
                         types.SimpleNamespace(id=2, status=status,
                                               dest_compute='h2',
                                               server_id='a')]
-        runner = executor.Executor(Compute(), lambda: cloud,
+        runner = executor.Executor(Compute(), lambda hosts=None: cloud,
                                    sleep=lambda s: None)
         runner.check_names = lambda moves, cloud: None
-        runner.why_not_now = lambda move, cloud: None
+        runner.why_not_now = lambda move, state: None
         outcome = runner.apply([{'instance': 'a', 'source': 'h1',
                                  'target': 'h2'}])
         return outcome.steps[0], queries

@@ -219,6 +219,26 @@ class TestReadCloud(test.NoDBTestCase):
         self.assertIn('numa_topology', expected)
         self.assertIn('pci_requests', expected)
 
+    def test_the_hosts_a_move_touches(self):
+        # what the executor reads again before a move: the hosts named,
+        # their instances and groups; placement asked of them alone
+        asked = []
+        trees, allocations = self.reader.trees, self.reader.allocations
+        self.reader.trees = lambda roots: asked.append(list(roots)) or \
+            trees(roots)
+        self.reader.allocations = lambda providers: asked.append(
+            list(providers)) or allocations(providers)
+        cloud = live.read_cloud(self.context, placement_reader=self.reader,
+                                hosts=['h2'])
+        self.assertEqual(['h2'], list(cloud.hosts))
+        self.assertEqual([uuids.on_disabled], list(cloud.instances))
+        self.assertEqual({}, cloud.groups)
+        self.assertEqual([[uuids.cn2], [uuids.cn2]], asked)
+        (filters, _expected), = self.filters
+        self.assertEqual(['h2'], filters['host'])
+        self.assertEqual(model.part_of(self.read(), ['h2']).instances.keys(),
+                         cloud.instances.keys())
+
     def test_groups_and_deployment_sets(self):
         cloud = self.read()
         # a group with no member on a host is nothing the plan must keep
