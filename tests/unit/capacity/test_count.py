@@ -29,6 +29,7 @@ from hypothesis import given
 from hypothesis import HealthCheck
 from hypothesis import settings
 from hypothesis import strategies as st
+from nova import exception as nova_exc
 from nova import objects
 from nova.objects import fields
 from nova.virt import hardware
@@ -36,6 +37,7 @@ from oslo_config import cfg
 
 from nova_sched_ext.capacity import count
 from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import lowlevel
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import pyfit
 from tests import base
@@ -311,3 +313,50 @@ class TestCountHost(base.TestCase):
         self.assertEqual(nova_count(host, topology, (1.0, 1.0)),
                          result.instances)
         self.assertFalse(result.fallback)
+
+
+class TestCountFollowsTheClaim(base.TestCase):
+    """The count is what the compute's claim accounts, not only the fit."""
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(CONF.clear_override, 'fit',
+                        group='nova_sched_ext_capacity')
+        self.addCleanup(CONF.clear_override, 'fit_backend',
+                        group='nova_sched_ext')
+        self.host = strategies.split_host_with_four_cells()
+        self.specs, self.topology = strategies.mixed_flavor_with_mask()
+        self.ratios = (2.0, 1.0)
+
+    def _booked_by_nova(self, limit):
+        """Boot after boot: Nova's fit, then the claim's accounting."""
+        topology, booked = self.host, 0
+        limits = objects.NUMATopologyLimits(cpu_allocation_ratio=2.0,
+                                            ram_allocation_ratio=1.0)
+        while booked < limit:
+            fitted = hardware.numa_fit_instance_to_host(
+                topology, self.topology.obj_clone(), None, limits=limits)
+            if fitted is None:
+                break
+            try:
+                topology = hardware.numa_usage_from_instance_numa(
+                    topology, fitted)
+            except nova_exc.CPUPinningUnknown:
+                break
+            booked += 1
+        return booked
+
+    def test_the_fourth_claim_fails(self):
+        self.assertEqual(3, self._booked_by_nova(4))
+        for backend in ('python', 'c'):
+            if backend == 'c' and not lowlevel.available():
+                continue
+            CONF.set_override('fit_backend', backend, group='nova_sched_ext')
+            host, shape = models(self.host, self.specs, self.topology,
+                                 self.ratios)
+            self.assertEqual((3, True), count.count_host(host, shape, 4),
+                             backend)
+        CONF.set_override('fit', 'nova', group='nova_sched_ext_capacity')
+        host, shape = models(self.host, self.specs, self.topology,
+                             self.ratios)
+        self.assertEqual((3, True), count.count_host(host, shape, 4))

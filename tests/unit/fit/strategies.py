@@ -229,6 +229,46 @@ def flavor_topologies(draw, max_cells=4, min_cells=1, policies=None):
     return specs, topology
 
 
+def _split_cell(cell_id, siblings, pcpus, pinned=()):
+    cpus = set().union(*siblings)
+    return objects.NUMACell(
+        id=cell_id, cpuset=cpus - set(pcpus), pcpuset=set(pcpus),
+        memory=2048, cpu_usage=0, memory_usage=0, pinned_cpus=set(pinned),
+        siblings=[set(s) for s in siblings], socket=0,
+        mempages=[objects.NUMAPagesTopology(size_kb=PAGE_4K,
+                                            total=2048 * 256, used=0,
+                                            reserved=0)],
+        network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                 tunneled=False))
+
+
+def split_host_with_four_cells():
+    """Issue 31: a split shared/dedicated host, cells 4-7, 2 threads/core.
+
+    With :func:`mixed_flavor_with_mask` (allocation ratios 2.0 / 1.0),
+    Nova's fit answers a topology for the fourth instance in which an
+    instance cell placed through its (host cell id, instance cell id) pair
+    cache still carries the pinning it got in another host cell: the
+    claim's ``numa_usage_from_instance_numa`` raises
+    ``CPUPinningUnknown``, so three instances can be booked.
+    """
+    return objects.NUMATopology(cells=[
+        _split_cell(4, [(0, 1), (2, 3), (4, 5)], (1, 2)),
+        _split_cell(5, [(64, 65), (66, 67)], (65,), pinned={65}),
+        _split_cell(6, [(128, 129), (130, 131)], (128, 130, 131)),
+        _split_cell(7, [(192, 193), (194, 195), (196, 197)],
+                    (192, 193, 194, 196), pinned={194})])
+
+
+def mixed_flavor_with_mask():
+    """``(extra specs, topology)``: 4 vCPUs on 4 cells, 2 of them pinned."""
+    specs = {'hw:numa_nodes': '4', 'hw:cpu_policy': 'mixed',
+             'hw:cpu_dedicated_mask': '2,3'}
+    flavor = objects.Flavor(vcpus=4, memory_mb=2048, extra_specs=specs)
+    return specs, hardware.numa_get_constraints(
+        flavor, objects.ImageMeta.from_dict({'properties': {}}))
+
+
 PRODUCTS = ['1111', '2222']
 
 

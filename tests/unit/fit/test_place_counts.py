@@ -182,6 +182,21 @@ class TestPlaceCountsEdges(base.TestCase):
                           thread_policy=m.THREAD_PREFER),)))
         self.assertEqual([2, -1], self._both([host, host], [shape], [2, 5]))
 
+    def test_pinning_of_another_cell_cannot_tell(self):
+        # Issue 31: Nova's fit places the fourth instance with a cell that
+        # its pair cache placed while the cell's pinning names CPUs of
+        # another host cell; the claim's accounting refuses it.
+        specs, topology = strategies.mixed_flavor_with_mask()
+        host = adapters.host_model(strategies.split_host_with_four_cells(),
+                                   None, 2.0, 1.0)
+        shape = engine_shape(specs, topology)
+        self.assertEqual([3, -1], self._both([host, host], [shape], [3, 4]))
+        # the fit itself is Nova's answer: the filter still passes it
+        for _ in range(3):
+            host = pyfit.place(host, shape)
+        self.assertEqual(m.YES, pyfit.fits(host, shape.numa))
+        self.assertIsNone(pyfit.place(host, shape))
+
     def test_limits_out_of_range_are_refused(self):
         host = engine.prepare(one_cell_host())
         for limit in (-1, m.MAX_INSTANCES + 1):
