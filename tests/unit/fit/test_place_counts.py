@@ -270,6 +270,19 @@ class TestPlaceCountsEdges(base.TestCase):
             host = pyfit.place(host, shape)
         self.assertEqual(m.YES, pyfit.fits(host, shape.numa))
         self.assertIsNone(pyfit.place(host, shape))
+        # NUMASlotWeigher: the request is not placed there (-1 after),
+        # the host weighs as the worst, on both backends
+        roomy = adapters.host_model(strategies.split_host_with_four_cells(),
+                                    None, 2.0, 1.0)
+        python = pyfit.slot_weights([roomy, host], [shape], [1.0], shape)
+        self.assertEqual([-1], python[1][1:])
+        self.assertNotEqual(-1, python[1][0])
+        self.assertEqual(min(python[2]), python[2][1])
+        if lowlevel.available():
+            c = lowlevel.slots(
+                [engine.prepare(h).packed for h in (roomy, host)],
+                lowlevel.packed_shapes([shape], [1.0]), shape)
+            self.assertEqual(python, tuple(list(x) for x in c))
 
     def test_limits_out_of_range_are_refused(self):
         host = engine.prepare(one_cell_host())
