@@ -245,11 +245,13 @@ def _stale_pinning(request, chosen, pinned_in):
     Nova's pair cache skips the fit of a pair it saw fit before, so the
     instance cell keeps the pinning of the last host cell it was packed
     onto, which may be another one since (a later permutation, or a mixed
-    cell pinned before its shared CPUs failed).  The claim's
-    ``numa_usage_from_instance_numa`` then pins those foreign CPUs in the
-    landed cell: ``CPUPinningUnknown`` (the claim fails), or, with the
-    ``isolate`` policy, nothing at all.  Only a cell with CPUs to pin
-    (dedicated ones, or the emulator's reserved one) is affected.
+    cell pinned before its shared CPUs failed), or none at all (the key
+    was cached by another instance cell that had the same id then).  The
+    claim's ``numa_usage_from_instance_numa`` then pins those foreign CPUs
+    in the landed cell: ``CPUPinningUnknown`` (the claim fails); or it
+    pins nothing there (no pinning, or the ``isolate`` policy), which the
+    engine's accounting does not model either.  Only a cell with CPUs to
+    pin (dedicated ones, or the emulator's reserved one) is affected.
     """
     for pos, host_cell in enumerate(chosen):
         want = request.cells[pos]

@@ -861,9 +861,9 @@ static void take_threads(struct nse_host_cell *cell, int64_t wanted,
 }
 
 /* Whether a placement found by fit_host carries, in a cell with CPUs to
- * pin, the pinning of another host cell (Nova's pair cache skipped the
- * fit there): the compute's claim then refuses it or pins nothing
- * (pyfit._stale_pinning). */
+ * pin, the pinning of another host cell or none (Nova's pair cache
+ * skipped the fit there): the compute's claim then refuses it or pins
+ * nothing (pyfit._stale_pinning). */
 static int stale_pinning(const struct search *s)
 {
     const struct nse_request *req = s->req;

@@ -67,12 +67,6 @@ def placed_before_unknown(host, shape, limit):
     return placed
 
 
-def isolate(shape):
-    """The ``isolate`` policy: a stale pinning then pins nothing."""
-    return any(c.thread_policy == m.THREAD_ISOLATE
-               for c in shape.numa.cells)
-
-
 def exact_in_engine(shape, host):
     """The shapes whose accounting the engine keeps as Nova's."""
     numa = shape.numa
@@ -164,10 +158,10 @@ class TestPlaceCounts(base.TestCase):
         if counted == -1:
             STATS['cannot tell'] += 1
             placed = placed_before_unknown(host, shape, limit)
+            # (not equal: where Nova's claim pins nothing, its booking
+            # goes on)
             self.assertLessEqual(placed, booking.count,
                                  '%s on %s' % (shape, host))
-            if booking.refused is not None and not isolate(shape):
-                self.assertEqual(booking.count, placed)
             return
         STATS['over-count'] += counted > booking.count
         STATS['under-count'] += counted < booking.count
