@@ -35,8 +35,11 @@ Two ways of doing this give the same count:
   device), and the pinning the engine accounts by sibling-set size rather
   than by CPU id, where the ids decide the next fit: emulator threads
   isolated with the ``require`` or ``isolate`` thread policy, ``require``
-  on a host cell with more than two threads per core.  The result says
-  which way was taken (the report's ``engine_fallbacks``).
+  on a host cell with more than two threads per core; and a pair where
+  Nova's fit places an instance whose pinning the claim would not account
+  as the engine does (a cell Nova's pair cache placed with the pinning of
+  another host cell, or none: the engine answers "cannot tell").  The
+  result says which way was taken (the report's ``engine_fallbacks``).
 """
 
 import copy

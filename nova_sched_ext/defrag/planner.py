@@ -456,7 +456,8 @@ class Planner(object):
         for name in order:
             fits, fitted = state.nova_fit(instance.uuid, name)
             if not fits:
-                refused[name] = "Nova's NUMA fit finds no cells for it"
+                refused[name] = ("Nova's NUMA fit finds no cells for it "
+                                 "that its claim accounts")
                 continue
             return (name, fitted), None
         return None, _no_target(refused)

@@ -38,8 +38,10 @@ import collections
 import dataclasses
 import uuid as uuid_lib
 
+from nova import exception as nova_exc
 from nova import objects
 from nova.virt import hardware
+from oslo_log import log as logging
 
 from nova_sched_ext.capacity import count as capacity_count
 from nova_sched_ext.capacity import placement
@@ -47,6 +49,8 @@ from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import pyfit
+
+LOG = logging.getLogger(__name__)
 
 
 def stable_node_uuid(name):
@@ -374,7 +378,11 @@ class PlanningState(object):
 
         Nova's ``numa_fit_instance_to_host`` with the limits
         NUMATopologyFilter passes; an instance without a NUMA topology
-        fits (placement alone decides) with None.
+        fits (placement alone decides) with None.  A topology whose
+        pinning the target's claim would refuse
+        (``numa_usage_from_instance_numa`` raises: Nova's fit can hand a
+        cell the pinning it computed in another host cell, issue 31) does
+        not fit: the migration's claim would fail there.
         """
         instance = self.cloud.instances[uuid]
         view = self.views[target]
@@ -385,7 +393,15 @@ class PlanningState(object):
         fitted = hardware.numa_fit_instance_to_host(
             view.topology, instance.requested_topology.obj_clone(),
             provider_mapping={}, limits=limits_of(view.host))
-        return fitted is not None, fitted
+        if fitted is None:
+            return False, None
+        try:
+            hardware.numa_usage_from_instance_numa(view.topology, fitted)
+        except nova_exc.NovaException as exc:
+            LOG.debug('Defragmentation: the claim of %s on %s would fail: '
+                      '%s', uuid, target, exc)
+            return False, None
+        return True, fitted
 
     def with_instance(self, view, uuid, shape):
         """``(topology, prepared, usages)`` of ``view`` with the instance.

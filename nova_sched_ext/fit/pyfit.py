@@ -195,19 +195,26 @@ def fits(host, request, pci=None):
 
 
 def _search(host, request, pci=None):
-    """``(answer, chosen host cells, chosen page sizes)`` like Nova's fit."""
+    """``(answer, chosen host cells, chosen page sizes, stale pinning)``.
+
+    The answer is Nova's fit's.  ``stale pinning`` (with YES) says that an
+    instance cell that must pin host CPUs was placed through Nova's pair
+    cache while the pinning it carries was computed in another host cell
+    (see :func:`_fit_once`): the compute's claim cannot account such a
+    topology as the engine would.
+    """
     if host.status == m.HOST_NO_TOPOLOGY:
-        return m.NO, None, None
+        return m.NO, None, None, False
     if host.status != m.HOST_OK:
-        return m.UNKNOWN, None, None
+        return m.UNKNOWN, None, None, False
     if not request.cells or not host.cells:
-        return m.NO, None, None
+        return m.NO, None, None, False
     if len(host.cells) < len(request.cells):
-        return m.NO, None, None
+        return m.NO, None, None, False
     if math.perm(len(host.cells), len(request.cells)) > m.MAX_PERMUTATIONS:
-        return m.UNKNOWN, None, None
+        return m.UNKNOWN, None, None, False
     if request.pci is not None and pci is None:
-        return m.UNKNOWN, None, None
+        return m.UNKNOWN, None, None, False
 
     ordered = _ordered_cells(host, request)
     index_of = {cell.id: i for i, cell in enumerate(host.cells)}
@@ -215,20 +222,49 @@ def _search(host, request, pci=None):
     # carries it in the one request object its filter reuses.
     cell_ids = [cell.id for cell in request.cells]
     pagesizes = [cell.pagesize for cell in request.cells]
+    # The host cell (id) whose CPUs each instance cell's pinning names:
+    # the last one Nova's _pack_instance_onto_cores pinned it in.
+    pinned_in = [None] * len(request.cells)
     for _candidate in range(host.candidates):
         state = (list(cell_ids), list(pagesizes))
         chosen = _fit_once(host, request, pci, ordered, index_of, cell_ids,
-                           pagesizes)
+                           pagesizes, pinned_in)
         if chosen is not None:
-            return m.YES, chosen, pagesizes
+            return m.YES, chosen, pagesizes, _stale_pinning(
+                request, chosen, pinned_in)
         if state == (cell_ids, pagesizes):
             # The next candidate starts from the same state and fails the
             # same way: one more proves nothing (and bounds the loop).
             break
-    return m.NO, None, None
+    return m.NO, None, None, False
 
 
-def _fit_once(host, request, pci, ordered, index_of, cell_ids, pagesizes):
+def _stale_pinning(request, chosen, pinned_in):
+    """Whether a chosen cell carries the pinning of another host cell.
+
+    Nova's pair cache skips the fit of a pair it saw fit before, so the
+    instance cell keeps the pinning of the last host cell it was packed
+    onto, which may be another one since (a later permutation, or a mixed
+    cell pinned before its shared CPUs failed), or none at all (the key
+    was cached by another instance cell that had the same id then).  The
+    claim's ``numa_usage_from_instance_numa`` then pins those foreign CPUs
+    in the landed cell: ``CPUPinningUnknown`` (the claim fails); or it
+    pins nothing there (no pinning, or the ``isolate`` policy), which the
+    engine's accounting does not model either.  Only a cell with CPUs to
+    pin (dedicated ones, or the emulator's reserved one) is affected.
+    """
+    for pos, host_cell in enumerate(chosen):
+        want = request.cells[pos]
+        if want.cpu_policy not in (m.CPU_DEDICATED, m.CPU_MIXED):
+            continue
+        reserved = pos == 0 and request.emulator_threads_isolated
+        if (want.pcpus or reserved) and pinned_in[pos] != host_cell.id:
+            return True
+    return False
+
+
+def _fit_once(host, request, pci, ordered, index_of, cell_ids, pagesizes,
+              pinned_in):
     fitted = set()
     not_fitted = set()
     for perm in itertools.permutations(ordered, len(request.cells)):
@@ -246,6 +282,8 @@ def _fit_once(host, request, pci, ordered, index_of, cell_ids, pagesizes):
             ok, pagesizes[position], pinned = _fit_cell(
                 host, host_cell, request.cells[position],
                 pagesizes[position], reserved)
+            if pinned:
+                pinned_in[position] = host_cell.id
             if not ok:
                 # The pair is cached under the id the cell had before the
                 # try, but a pinned mixed cell leaves with its new id.
@@ -448,8 +486,11 @@ def _take_threads(cell, wanted, policy):
 def place(host, request):
     """The host once ``request`` (a Shape) is placed as Nova places it.
 
-    None when the request does not fit (or the engine cannot tell).  Raises
-    :class:`~nova_sched_ext.fit.model.InvalidInput` where cfit refuses.
+    None when the request does not fit, or the engine cannot tell (among
+    others where Nova's fit answers a topology whose pinning the compute's
+    claim would refuse, or would pin nothing: :func:`_stale_pinning`).
+    Raises :class:`~nova_sched_ext.fit.model.InvalidInput` where cfit
+    refuses.
     """
     m.check(m.host_problem(host))
     m.check(m.shape_problem(request))
@@ -457,20 +498,34 @@ def place(host, request):
 
 
 def _place(host, request):
+    return _place_or_why(host, request)[0]
+
+
+def _place_or_why(host, request):
+    """``(host after, answer)``: :func:`_place`, and why it is None.
+
+    The answer is YES with a placed host, NO where Nova's fit says no, and
+    UNKNOWN where the engine cannot tell: a host of unknown status, a
+    search beyond the engine's bounds, or a placement whose pinning the
+    compute's claim would not account as the engine does
+    (:func:`_stale_pinning`).
+    """
     if host.status not in (m.HOST_OK, m.HOST_NO_TOPOLOGY):
         # The engine cannot tell, whatever the request: such a host weighs
         # as the worst host (cfit.c's place_request too), never as one
         # where the request costs nothing.
-        return None
+        return None, m.UNKNOWN
     after = host._replace(free_vcpus=host.free_vcpus - request.vcpus,
                           free_memory_mb=host.free_memory_mb -
                           request.memory_mb)
     numa = request.numa
     if numa is None or not numa.cells:
-        return after
-    answer, chosen, pagesizes = _search(host, numa)
+        return after, m.YES
+    answer, chosen, pagesizes, stale = _search(host, numa)
     if answer != m.YES:
-        return None
+        return None, answer
+    if stale:
+        return None, m.UNKNOWN
     cells = list(host.cells)
     position_of = {c.id: i for i, c in enumerate(host.cells)}
     for pos, host_cell in enumerate(chosen):
@@ -497,7 +552,7 @@ def _place(host, request):
         if want.cpu_policy in (m.CPU_DEDICATED, m.CPU_MIXED):
             cell = _take_threads(cell, pinned, want.thread_policy)
         cells[i] = cell
-    return after._replace(cells=tuple(cells))
+    return after._replace(cells=tuple(cells)), m.YES
 
 
 def place_count(host, shape, limit):
@@ -507,9 +562,12 @@ def place_count(host, shape, limit):
     one's usage accounted before the next, until one does not fit or
     ``limit`` are placed.  A shape without NUMA cells is not placed (it is
     counted at ``limit``: only placement has a say); -1 when the engine
-    cannot tell: a host of unknown status, or a host whose state, once
+    cannot tell: a host of unknown status, a host whose state, once
     filled, leaves the bounds of
-    :func:`~nova_sched_ext.fit.model.host_problem`.
+    :func:`~nova_sched_ext.fit.model.host_problem`, or an instance that
+    Nova's fit places with pinning the compute's claim would not account
+    as the engine does (:func:`_stale_pinning`: the claim fails, or pins
+    nothing).
     The host and shape are checked by :func:`place_counts`.
     """
     if limit == 0:
@@ -523,10 +581,10 @@ def place_count(host, shape, limit):
     while count < limit:
         if count > 0 and m.host_problem(host) is not None:
             return -1
-        after = _place(host, shape)
+        after, answer = _place_or_why(host, shape)
+        if answer == m.UNKNOWN:
+            return -1
         if after is None:
-            if _search(host, numa)[0] == m.UNKNOWN:
-                return -1
             break
         count += 1
         host = after

@@ -45,6 +45,7 @@ import functools
 import itertools
 import typing
 
+from nova import exception as nova_exc
 from nova import objects
 from nova.virt import hardware
 from oslo_log import log as logging
@@ -436,21 +437,29 @@ def plan_eviction(hosts, request, strategy):
         position = next(i for i, h in enumerate(working)
                         if h is placement.host)
         placements.append(Placement(originals[position], placement.victims))
-        if index + 1 < request.count:
-            fitted = topology = None
-            chosen = working[position]
-            if (request.numa_topology is not None and
-                    chosen.host_state is not None):
-                topology = topology_without(
-                    chosen.host_state.numa_topology, placement.victims)
-                fitted = nova_fit(topology, chosen.host_state, request)
-                if fitted is None:
-                    LOG.warning('Victim selection: the fit engine and Nova '
-                                'disagree on host %s; evicting nothing.',
-                                chosen.host)
-                    return None
+        fitted = topology = None
+        chosen = working[position]
+        if (request.numa_topology is not None and
+                chosen.host_state is not None):
+            topology = topology_without(
+                chosen.host_state.numa_topology, placement.victims)
+            fitted = nova_fit(topology, chosen.host_state, request)
+            if fitted is None:
+                LOG.warning('Victim selection: the fit engine and Nova '
+                            'disagree on host %s; evicting nothing.',
+                            chosen.host)
+                return None
+        try:
+            # The last instance too: its claim must account the pinning
+            # Nova's fit chose (issue 31), or the victims go for nothing.
             working[position] = apply_placement(
                 chosen, request, placement.victims, fitted, topology)
+        except nova_exc.NovaException as exc:
+            LOG.warning('Victim selection: the claim of instance %(index)d '
+                        'on host %(host)s would fail (%(error)s); evicting '
+                        'nothing.', {'index': index + 1,
+                                     'host': chosen.host, 'error': exc})
+            return None
     return Plan(placements)
 
 

@@ -44,6 +44,9 @@ struct search {
     int used[NSE_MAX_CELLS];
     int32_t inst_id[NSE_MAX_CELLS];        /* mutable, as in Nova */
     int64_t pagesize[NSE_MAX_CELLS];       /* mutable, as in Nova */
+    /* index of the host cell each instance cell's pinning was computed in
+     * (the last pack_onto_cores that succeeded for it), -1 for none */
+    int pinned_in[NSE_MAX_CELLS];
     struct pair_cache cache;
 };
 
@@ -326,10 +329,14 @@ static int try_permutation(struct search *s)
             /* cached under the old id; a pinned mixed cell leaves with the
              * new one (pyfit._fit_once) */
             cache_put(&s->cache, cell->id, s->inst_id[pos], CACHE_NOT_FIT);
-            if (pinned)
+            if (pinned) {
                 s->inst_id[pos] = cell->id;
+                s->pinned_in[pos] = s->perm[pos];
+            }
             return 0;
         }
+        if (pinned)
+            s->pinned_in[pos] = s->perm[pos];
         cache_put(&s->cache, cell->id, s->inst_id[pos], CACHE_FIT);
         s->inst_id[pos] = cell->id;
     }
@@ -502,6 +509,7 @@ static int fit_host(const struct nse_host *host,
     for (i = 0; i < req->n_cells; i++) {
         sp->inst_id[i] = req->cells[i].id;
         sp->pagesize[i] = req->cells[i].pagesize;
+        sp->pinned_in[i] = -1;
     }
     for (candidate = 0; candidate < host->candidates; candidate++) {
         int32_t ids_before[NSE_MAX_CELLS];
@@ -852,10 +860,39 @@ static void take_threads(struct nse_host_cell *cell, int64_t wanted,
     }
 }
 
-/* The host's cells once the request is placed as Nova places it; returns 0
- * when the request does not fit (or the engine cannot tell: on a host of
- * unknown status, a request without NUMA cells too, so that such a host
- * weighs as the worst host for every request, as pyfit._place). */
+/* Whether a placement found by fit_host carries, in a cell with CPUs to
+ * pin, the pinning of another host cell or none (Nova's pair cache
+ * skipped the fit there): the compute's claim then refuses it or pins
+ * nothing (pyfit._stale_pinning). */
+static int stale_pinning(const struct search *s)
+{
+    const struct nse_request *req = s->req;
+    int pos;
+
+    for (pos = 0; pos < req->n_cells; pos++) {
+        const struct nse_request_cell *want = &req->cells[pos];
+        int reserved = pos == 0 && req->emulator_threads_isolated;
+
+        if (want->cpu_policy != NSE_CPU_DEDICATED &&
+                want->cpu_policy != NSE_CPU_MIXED)
+            continue;
+        if ((want->pcpus > 0 || reserved) &&
+                s->pinned_in[pos] != s->perm[pos])
+            return 1;
+    }
+    return 0;
+}
+
+#define PLACE_UNKNOWN (-1)
+#define PLACE_NO 0
+#define PLACE_YES 1
+
+/* The host's cells once the request is placed as Nova places it; returns
+ * PLACE_YES, PLACE_NO when the request does not fit, or PLACE_UNKNOWN
+ * when the engine cannot tell: on a host of unknown status (for a request
+ * without NUMA cells too, so that such a host weighs as the worst host for
+ * every request, as pyfit._place), a search beyond the bounds, or a
+ * placement with stale pinning (stale_pinning). */
 static int place_request(const struct nse_host *host,
                          const struct nse_host_cell *cells,
                          const struct nse_shape *request,
@@ -875,11 +912,19 @@ static int place_request(const struct nse_host *host,
     host_after->free_memory_mb -= request->memory_mb;
     *changed = 0;
     if (host->status != NSE_HOST_OK && host->status != NSE_HOST_NO_TOPOLOGY)
-        return 0;
+        return PLACE_UNKNOWN;
     if (req->n_cells == 0)
-        return 1;
-    if (fit_host(host, cells, req, NULL, &s) != NSE_YES)
-        return 0;
+        return PLACE_YES;
+    switch (fit_host(host, cells, req, NULL, &s)) {
+    case NSE_YES:
+        break;
+    case NSE_NO:
+        return PLACE_NO;
+    default:
+        return PLACE_UNKNOWN;
+    }
+    if (stale_pinning(&s))
+        return PLACE_UNKNOWN;
     for (pos = 0; pos < req->n_cells; pos++) {
         struct nse_host_cell *cell = &cells_after[s.perm[pos]];
         const struct nse_request_cell *want = &req->cells[pos];
@@ -907,7 +952,7 @@ static int place_request(const struct nse_host *host,
                 want->cpu_policy == NSE_CPU_MIXED)
             take_threads(cell, pinned, want->thread_policy);
     }
-    return 1;
+    return PLACE_YES;
 }
 
 static double free_share(const struct nse_host *host)
@@ -1003,7 +1048,7 @@ int nse_slots(const unsigned char *hosts, size_t hosts_len, int32_t n_hosts,
             return rc;
         if (request)
             placed = place_request(&host, cells, request, &host_after,
-                                   cells_after, &changed);
+                                   cells_after, &changed) == PLACE_YES;
         all = host.n_cells > 0 ? (uint32_t)((1ull << host.n_cells) - 1) : 0;
         for (k = 0; k < n_shapes; k++) {
             int64_t b = count_slots(&host, cells, &shapes[k], units, all);
@@ -1049,8 +1094,8 @@ static double host_slot_weight(const struct nse_host *host,
     double loss = 0, weight;
     int32_t k;
 
-    if (!place_request(host, cells, request, &host_after, cells_after,
-                       &changed))
+    if (place_request(host, cells, request, &host_after, cells_after,
+                      &changed) != PLACE_YES)
         return -HUGE_VAL;
     all = host->n_cells > 0 ? (uint32_t)((1ull << host->n_cells) - 1) : 0;
     for (k = 0; k < n_shapes; k++) {
@@ -1191,19 +1236,18 @@ static int32_t place_count(const struct nse_host *host,
     if (host->n_cells > 0)
         memcpy(state_cells[0], cells, (size_t)host->n_cells * sizeof(*cells));
     while (count < limit) {
-        int next = 1 - cur;
+        int next = 1 - cur, placed;
 
         /* the record as read was checked by next_host; a filled one here */
         if (count > 0 && !still_in_bounds(&state[cur], state_cells[cur],
                                           changed))
             return -1;
-        if (!place_request(&state[cur], state_cells[cur], shape,
-                           &state[next], state_cells[next], &changed)) {
-            if (fit_host(&state[cur], state_cells[cur], &shape->numa, NULL,
-                         NULL) == NSE_UNKNOWN)
-                return -1;
+        placed = place_request(&state[cur], state_cells[cur], shape,
+                               &state[next], state_cells[next], &changed);
+        if (placed == PLACE_UNKNOWN)
+            return -1;
+        if (placed == PLACE_NO)
             break;
-        }
         count++;
         cur = next;
     }

@@ -32,19 +32,22 @@ def _part(draw, total, roomy=False):
     return int(total * share)
 
 
+MODES = ('split', 'split', 'legacy', 'dedicated', 'shared')
+
+
 @st.composite
-def host_cells(draw, cell_id, first_cpu, roomy=False, small=False):
+def host_cells(draw, cell_id, first_cpu, roomy=False, small=False,
+               modes=MODES, threads=None):
     if small:
-        threads = draw(st.sampled_from([1, 1, 2]))
+        threads = draw(st.sampled_from(threads or [1, 1, 2]))
         cores = draw(st.integers(1, 3))
     else:
-        threads = draw(st.sampled_from([1, 1, 2, 2, 4]))
+        threads = draw(st.sampled_from(threads or [1, 1, 2, 2, 4]))
         cores = draw(st.integers(1, 6))
     cpus = list(range(first_cpu, first_cpu + threads * cores))
     siblings = [set(cpus[i:i + threads])
                 for i in range(0, len(cpus), threads)]
-    mode = draw(st.sampled_from(['split', 'split', 'legacy', 'dedicated',
-                                 'shared']))
+    mode = draw(st.sampled_from(modes))
     if mode == 'legacy':
         cpuset = pcpuset = set(cpus)
     elif mode == 'dedicated':
@@ -93,22 +96,30 @@ def host_cells(draw, cell_id, first_cpu, roomy=False, small=False):
 
 
 @st.composite
-def host_topologies(draw, max_cells=4, min_cells=1, small=False):
+def host_topologies(draw, max_cells=4, min_cells=1, small=False,
+                    modes=MODES, threads=None, first_id=0, roomy=None):
     """A host of ``min_cells..max_cells`` cells.
 
     ``small`` cells (1-3 cores) are nearly full with little to pin: tight
     hosts where only few permutations fit, so that a stale entry of Nova's
-    pair cache decides the answer.
+    pair cache decides the answer.  ``modes`` are the cells' CPU roles
+    (``split``: ``cpu_shared_set`` / ``cpu_dedicated_set``), ``threads``
+    the threads per core to draw from, ``first_id`` the first cell id:
+    ids other than the instance cells' 0.. make Nova's pair cache mix
+    host and instance cell ids differently, as on a host whose cells are
+    numbered from 4.  ``roomy`` (None: drawn) hosts have little usage:
+    they take many instances, for counts that go to exhaustion.
     """
     n = draw(st.integers(min_cells, max_cells))
     cells, first = [], 0
-    ids = list(range(n))
+    ids = list(range(first_id, first_id + n))
     if draw(st.integers(0, 4)) == 0:
         ids = draw(st.permutations(ids))
     # Roomy hosts (little usage) make "fits" as common as "does not fit".
-    roomy = draw(st.booleans())
+    if roomy is None:
+        roomy = draw(st.booleans())
     for i in range(n):
-        cell = draw(host_cells(ids[i], first, roomy, small))
+        cell = draw(host_cells(ids[i], first, roomy, small, modes, threads))
         first += 64
         cells.append(cell)
     return objects.NUMATopology(cells=cells)
@@ -161,21 +172,24 @@ def instance_topologies(draw, max_cells=4):
 
 
 @st.composite
-def flavor_topologies(draw, max_cells=4, min_cells=1, policies=None):
+def flavor_topologies(draw, max_cells=4, min_cells=1, policies=None,
+                      max_node_cpus=4):
     """``(extra_specs, InstanceNUMATopology)`` the way nova-api builds them.
 
     The topology comes from ``hardware.numa_get_constraints`` on a flavor
     with ``hw:`` extra specs, so it has the shapes real requests have and
     :func:`instance_topologies` does not draw: ``hw:cpu_dedicated_mask``
     puts the dedicated CPUs of a mixed flavor in some cells only (the others
-    are mixed cells without one), asymmetric ``hw:numa_cpus.N`` /
+    are mixed cells without one; few CPUs per node, ``max_node_cpus``,
+    make cells with dedicated CPUs only), asymmetric ``hw:numa_cpus.N`` /
     ``hw:numa_mem.N``, emulator threads on a mixed flavor.  Flavors Nova
     refuses are drawn again.
     """
     nodes = draw(st.integers(min_cells, max_cells))
     policy = draw(st.sampled_from(policies or [
         None, 'shared', 'dedicated', 'mixed', 'mixed', 'mixed']))
-    per_node_cpus = draw(st.lists(st.integers(1, 4), min_size=nodes,
+    per_node_cpus = draw(st.lists(st.integers(1, max_node_cpus),
+                                  min_size=nodes,
                                   max_size=nodes))
     per_node_mem = draw(st.lists(st.sampled_from([128, 256, 512, 1024,
                                                   1536, 2048]),
@@ -227,6 +241,87 @@ def flavor_topologies(draw, max_cells=4, min_cells=1, policies=None):
     if topology is None:
         reject()
     return specs, topology
+
+
+@st.composite
+def split_host_topologies(draw, min_cells=3, max_cells=4):
+    """A host with ``cpu_shared_set`` / ``cpu_dedicated_set`` split.
+
+    Every CPU is shared or dedicated (either role on each thread of a
+    core), cells of 1-3 cores of mostly 2 threads, a few CPUs already
+    pinned, little memory used and only small pages: hosts that take
+    several multi-cell ``mixed`` instances, where Nova's fit walks many
+    permutations as they fill up, so that its pair cache hands a cell the
+    pinning it got in another host cell (issue 31).  Cell ids start at 0,
+    2 or 4 so that host and instance cell ids mix differently.
+    """
+    n = draw(st.integers(min_cells, max_cells))
+    first_id = draw(st.sampled_from([0, 2, 4]))
+    threads = draw(st.sampled_from([2, 2, 1, 4]))
+    cells = []
+    for i in range(n):
+        first = 64 * i
+        cpus = list(range(first,
+                          first + threads * draw(st.integers(1, 3))))
+        roles = draw(st.lists(st.booleans(), min_size=len(cpus),
+                              max_size=len(cpus)))
+        pcpus = {c for c, dedicated in zip(cpus, roles) if dedicated}
+        pinned = {c for c in sorted(pcpus)
+                  if draw(st.integers(0, 4)) == 0}
+        memory = draw(st.sampled_from([2048, 4096]))
+        shared = len(cpus) - len(pcpus)
+        cells.append(objects.NUMACell(
+            id=first_id + i, cpuset=set(cpus) - pcpus, pcpuset=pcpus,
+            memory=memory, cpu_usage=draw(st.integers(0, shared)),
+            memory_usage=0, pinned_cpus=pinned,
+            siblings=[set(cpus[j:j + threads])
+                      for j in range(0, len(cpus), threads)],
+            socket=0,
+            mempages=[objects.NUMAPagesTopology(
+                size_kb=PAGE_4K, total=memory * 256, used=0, reserved=0)],
+            network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                     tunneled=False)))
+    return objects.NUMATopology(cells=cells)
+
+
+def _split_cell(cell_id, siblings, pcpus, pinned=()):
+    cpus = set().union(*siblings)
+    return objects.NUMACell(
+        id=cell_id, cpuset=cpus - set(pcpus), pcpuset=set(pcpus),
+        memory=2048, cpu_usage=0, memory_usage=0, pinned_cpus=set(pinned),
+        siblings=[set(s) for s in siblings], socket=0,
+        mempages=[objects.NUMAPagesTopology(size_kb=PAGE_4K,
+                                            total=2048 * 256, used=0,
+                                            reserved=0)],
+        network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                 tunneled=False))
+
+
+def split_host_with_four_cells():
+    """Issue 31: a split shared/dedicated host, cells 4-7, 2 threads/core.
+
+    With :func:`mixed_flavor_with_mask` (allocation ratios 2.0 / 1.0),
+    Nova's fit answers a topology for the fourth instance in which an
+    instance cell placed through its (host cell id, instance cell id) pair
+    cache still carries the pinning it got in another host cell: the
+    claim's ``numa_usage_from_instance_numa`` raises
+    ``CPUPinningUnknown``, so three instances can be booked.
+    """
+    return objects.NUMATopology(cells=[
+        _split_cell(4, [(0, 1), (2, 3), (4, 5)], (1, 2)),
+        _split_cell(5, [(64, 65), (66, 67)], (65,), pinned={65}),
+        _split_cell(6, [(128, 129), (130, 131)], (128, 130, 131)),
+        _split_cell(7, [(192, 193), (194, 195), (196, 197)],
+                    (192, 193, 194, 196), pinned={194})])
+
+
+def mixed_flavor_with_mask():
+    """``(extra specs, topology)``: 4 vCPUs on 4 cells, 2 of them pinned."""
+    specs = {'hw:numa_nodes': '4', 'hw:cpu_policy': 'mixed',
+             'hw:cpu_dedicated_mask': '2,3'}
+    flavor = objects.Flavor(vcpus=4, memory_mb=2048, extra_specs=specs)
+    return specs, hardware.numa_get_constraints(
+        flavor, objects.ImageMeta.from_dict({'properties': {}}))
 
 
 PRODUCTS = ['1111', '2222']

@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 from unittest import mock
 
+from nova import exception
 from nova import objects
 from nova.virt import hardware
 
@@ -231,6 +232,27 @@ class TestPlanEviction(base.TestCase):
             self.assertIsNone(self.minimal.choose(
                 [candidate], fx.request(fx.pinned(1), count=2)))
         self.assertIn('disagree', warning.call_args[0][0])
+
+    def test_a_claim_nova_would_refuse_evicts_nothing(self):
+        # Issue 31: Nova's fit can answer a topology whose pinning the
+        # claim's numa_usage_from_instance_numa refuses.
+        host, a, b = split_cells_host()
+        candidate = host.candidate()
+        account = hardware.numa_usage_from_instance_numa
+
+        def refuse_claims(topology, instance_topology, free=False):
+            if free:
+                return account(topology, instance_topology, free=True)
+            raise exception.CPUPinningUnknown(requested=[99],
+                                              available=[0])
+        for count in (1, 2):
+            with mock.patch.object(
+                    victims.hardware, 'numa_usage_from_instance_numa',
+                    side_effect=refuse_claims), \
+                    mock.patch.object(victims.LOG, 'warning') as warning:
+                self.assertIsNone(self.minimal.choose(
+                    [candidate], fx.request(fx.pinned(3), count=count)))
+            self.assertIn('claim', warning.call_args[0][0])
 
     def test_count_must_be_positive(self):
         self.assertRaises(ValueError, victims.plan_eviction, [],
