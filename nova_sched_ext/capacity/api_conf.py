@@ -83,8 +83,18 @@ api_opts = [
         default=True,
         help='Whether the capacity API honours ?fresh=true, which counts '
              'again instead of answering from a report younger than '
-             'refresh_interval. Concurrent fresh requests for the same '
-             'query still share one count.'),
+             'refresh_interval (without it, the default, a report is at '
+             'most refresh_interval seconds old, as its Age header says). '
+             'Concurrent fresh requests for the same query still share one '
+             'count.'),
+    cfg.IntOpt(
+        'api_answer_timeout',
+        default=30, min=1, max=3600,
+        help='Seconds a capacity API request waits for its count. A count '
+             'that takes longer goes on, and its report answers the next '
+             'request for the same query; this one gets 503 with a '
+             'Retry-After header. A database or placement that does not '
+             'answer fails the count sooner, after backend_timeout.'),
 ]
 
 exporter_opts = [

@@ -12,6 +12,7 @@
 
 """The capacity API: routes, query parsing, errors, roles, the cache."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -147,25 +148,51 @@ class TestCapacity(APITestCase):
         self.core.error = errors.BackendUnavailable(
             'placement at http://placement:8778 is unreachable')
         response = self.get('/v1/capacity?fresh=true')
-        self.assert_error(response, 503,
-                          'placement at http://placement:8778 is unreachable')
+        error = self.assert_error(response, 503,
+                                  'a database or placement cannot be reached')
+        self.assertNotIn('8778', error['detail'])
+        self.assertIn('placement at http://placement:8778 is unreachable',
+                      self.log.output)
         self.assertEqual('30', response.headers['Retry-After'])
 
-    def test_unreachable_backends_are_503(self):
-        for error in (db_exc.DBConnectionError('no route to database'),
-                      ks_exc.ConnectFailure('placement refused'),
-                      ks_exc.EndpointNotFound('no placement endpoint')):
+    def test_unreachable_backends_are_503_without_their_words(self):
+        for error in (db_exc.DBConnectionError(
+                "(2003, \"Can't connect to MySQL server on "
+                "'db-7.internal'\")"),
+                ks_exc.ConnectFailure('placement.internal refused'),
+                ks_exc.EndpointNotFound('no placement endpoint')):
             self.core.error = error
             response = self.get('/v1/capacity?fresh=true')
-            self.assert_error(response, 503, str(error))
+            detail = self.assert_error(response, 503, 'try again later')[
+                'detail']
+            self.assertNotIn('internal', detail)
+            self.assertNotIn('endpoint', detail)
             self.assertEqual('30', response.headers['Retry-After'])
+            self.assertIn(str(error), self.log.output)
         self.assertIn('a backend is unreachable', self.log.output)
 
     def test_an_unexpected_error_is_500_and_logged(self):
         self.core.error = ZeroDivisionError('division by zero')
         response = self.get('/v1/capacity')
-        self.assert_error(response, 500, 'division by zero')
+        error = self.assert_error(response, 500, 'the service log')
+        self.assertNotIn('division', error['detail'])
         self.assertIn('Traceback', self.log.output)
+        self.assertIn('division by zero', self.log.output)
+
+    def test_the_services_configuration_is_500_without_its_words(self):
+        self.core.error = errors.ConfigError(
+            'cannot use the API database: (pymysql.err.OperationalError) '
+            "Access denied for user 'nova'@'db-7.internal'")
+        response = self.get('/v1/capacity')
+        error = self.assert_error(response, 500, 'configuration')
+        self.assertNotIn('db-7', error['detail'])
+        self.assertIn("'nova'@'db-7.internal'", self.log.output)
+
+    def test_a_query_string_that_is_not_utf8_is_400(self):
+        for query in ('flavor=%FF', 'by=%C3%28', '%FF=1'):
+            self.assert_error(self.get('/v1/capacity?' + query), 400,
+                              'not valid UTF-8')
+        self.assertEqual([], self.core.calls)
 
     def test_head(self):
         response = self.get('/v1/capacity', method='HEAD')
@@ -222,6 +249,16 @@ class TestCache(APITestCase):
         response = self.get('/v1/capacity')
         self.assertEqual(2, len(self.core.calls))
         self.assertEqual('0', response.headers['Age'])
+
+    def test_the_flavors_order_and_repetition_are_one_query(self):
+        flavors = ['m1.small', 'm1.large', 'm1.tiny', 'm1.xlarge']
+        for order in itertools.permutations(flavors):
+            for repeat in ((), order[:1]):
+                response = self.get('/v1/capacity?' + '&'.join(
+                    'flavor=' + name for name in order + repeat))
+                self.assertEqual(200, response.status_int, response.text)
+        call, = self.core.calls
+        self.assertEqual(sorted(flavors), call['flavors'])
 
     def test_queries_are_kept_apart(self):
         self.get('/v1/capacity?by=az')
@@ -299,7 +336,24 @@ class TestCache(APITestCase):
         responses = self._concurrently(3)
         self.assertEqual(1, len(self.core.calls))
         for response in responses:
-            self.assert_error(response, 503, 'placement is down')
+            self.assert_error(response, 503, 'cannot be reached')
+
+    def test_a_count_that_outlasts_the_answer_timeout_is_503_and_kept(self):
+        app = self.make_app(api_answer_timeout=1)
+        self.core.gate = threading.Event()
+        response = self.get('/v1/capacity?by=cell', app=app)
+        self.assert_error(response, 503, 'still being counted')
+        self.assertEqual('10', response.headers['Retry-After'])
+        self.assertIn('not counted within 1 s', self.log.output)
+        # The count goes on in its own thread; its report is kept.
+        self.core.gate.set()
+        for _ in range(1000):
+            if not app.cache._flights:
+                break
+            threading.Event().wait(0.01)
+        response = self.get('/v1/capacity?by=cell', app=app)
+        self.assertEqual(200, response.status_int, response.text)
+        self.assertEqual(1, len(self.core.calls))
 
 
 class FakeAuthToken:
