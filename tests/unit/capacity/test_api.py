@@ -31,6 +31,7 @@ from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import wsgi
 from tests import base
 from tests.unit.capacity import api_fakes
+from tests.unit.capacity import backend_fakes
 
 GROUP = api_conf.GROUP_NAME
 ADMIN = {'HTTP_X_IDENTITY_STATUS': 'Confirmed', 'HTTP_X_ROLES': 'reader,admin'}
@@ -489,3 +490,66 @@ class TestWSGIEntryPoint(base.TestCase):
         self.assertEqual(400, status)
         self.assertIn("Invalid value 'rack' for by", body['errors'][0][
             'detail'])
+
+
+class TestSilentDatabase(base.TestCase):
+    """The real count on an API database that accepts and never answers.
+
+    Two requests for different queries, the second sent while the first
+    waits: each gets its 503 once backend_timeout has passed, none waits
+    for ever (the process is given minutes: a missing bound fails, speed
+    does not matter).
+    """
+
+    SCRIPT = textwrap.dedent('''
+        import json, threading
+        import webob
+        from nova_sched_ext.capacity import wsgi
+        app = wsgi.application
+        answers = {}
+
+        def get(query):
+            response = webob.Request.blank(
+                '/v1/capacity?' + query).get_response(app)
+            answers[query] = [response.status_int,
+                              response.headers.get('Retry-After'),
+                              response.json['errors'][0]['detail']]
+
+        threads = [threading.Thread(target=get, args=(query,))
+                   for query in ('by=cloud', 'by=az&flavor=m1.small')]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(json.dumps(answers))
+    ''')
+
+    def test_every_request_gets_its_503(self):
+        silent = self.useFixture(backend_fakes.SilentServer())
+        directory = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(directory, 'nova.conf'), 'w') as f:
+            f.write(textwrap.dedent('''\
+                [DEFAULT]
+                use_stderr = False
+                [api_database]
+                connection = mysql+pymysql://nova@127.0.0.1:%(port)d/api
+                [database]
+                connection = mysql+pymysql://nova@127.0.0.1:%(port)d/nova
+                [nova_sched_ext_capacity]
+                auth_strategy = noauth
+                backend_timeout = 1
+                ''' % {'port': silent.port}))
+        env = dict(os.environ)
+        env.update({wsgi.CONFIG_DIR_ENV: directory,
+                    wsgi.CONFIG_FILES_ENV: 'nova.conf',
+                    'OS_NOVA_DISABLE_EVENTLET_PATCHING': ''})
+        result = subprocess.run([sys.executable, '-c', self.SCRIPT],
+                                env=env, capture_output=True, text=True,
+                                timeout=300)
+        self.assertEqual(0, result.returncode, result.stderr)
+        answers = json.loads(result.stdout.strip().splitlines()[-1])
+        self.assertEqual(2, len(answers))
+        for status, retry_after, detail in answers.values():
+            self.assertEqual(503, status)
+            self.assertEqual('30', retry_after)
+            self.assertNotIn('127.0.0.1', detail)
