@@ -121,6 +121,15 @@ exporter_opts = [
         help='Also publish each compute host\'s count (scope="host"). The '
              'number of series is hosts times flavors: enable it only if '
              'the Prometheus server can take that many.'),
+    cfg.IntOpt(
+        'exporter_refresh_timeout',
+        default=300, min=1, max=86400,
+        help='Seconds a refresh of the exporter may take. One that takes '
+             'longer counts as a failed refresh (the up series is 0, '
+             'refresh_errors_total grows, one line is logged); the next '
+             'refresh starts once it has ended. A database or placement '
+             'that does not answer fails a refresh sooner, after '
+             'backend_timeout.'),
 ]
 
 ALL_OPTS = api_opts + exporter_opts
