@@ -492,6 +492,34 @@ class TestWSGIEntryPoint(base.TestCase):
             'detail'])
 
 
+class TestBadOptionAtLoad(base.TestCase):
+
+    SCRIPT = textwrap.dedent('''
+        from nova_sched_ext.capacity import errors, wsgi
+        try:
+            wsgi.application
+        except errors.ConfigError as exc:
+            print('refused: %s' % exc)
+    ''')
+
+    def test_an_option_out_of_bounds_is_refused_at_load(self):
+        directory = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(directory, 'nova.conf'), 'w') as f:
+            f.write('[DEFAULT]\nuse_stderr = False\n'
+                    '[nova_sched_ext_capacity]\napi_answer_timeout = 0\n')
+        env = dict(os.environ)
+        env.update({wsgi.CONFIG_DIR_ENV: directory,
+                    wsgi.CONFIG_FILES_ENV: 'nova.conf',
+                    'OS_NOVA_DISABLE_EVENTLET_PATCHING': ''})
+        result = subprocess.run([sys.executable, '-c', self.SCRIPT],
+                                env=env, capture_output=True, text=True,
+                                timeout=300, cwd=directory)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('refused: invalid value for [nova_sched_ext_capacity] '
+                      'api_answer_timeout in %s' % os.path.join(
+                          directory, 'nova.conf'), result.stdout)
+
+
 class TestSilentDatabase(base.TestCase):
     """The real count on an API database that accepts and never answers.
 
