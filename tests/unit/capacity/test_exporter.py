@@ -340,3 +340,20 @@ class TestMain(ExporterTestCase):
             side_effect=OSError(98, 'Address already in use')))
         self.assertEqual(1, exporter.main([], stop=threading.Event()))
         self.assertIn('Cannot listen on 127.0.0.1:9736', self.log.output)
+
+    def test_an_option_out_of_bounds_is_one_line(self):
+        directory = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(directory, 'capacity.conf')
+        with open(path, 'w') as f:
+            f.write('[nova_sched_ext_capacity]\nplacement_workers = 0\n')
+        stderr = self.useFixture(fixtures.StringStream('stderr')).stream
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
+        self.assertEqual(2, exporter.main(['--config-file', path],
+                                          stop=threading.Event()))
+        stderr.seek(0)
+        self.assertEqual(
+            ['nova-sched-ext-capacity-exporter: error: invalid value for '
+             '[nova_sched_ext_capacity] placement_workers in %s: Should be '
+             'greater than or equal to 1' % path],
+            stderr.read().splitlines())
+        self.assertEqual([], self.core.calls)
