@@ -26,17 +26,19 @@ Routes:
     (booleans).
 
 Errors are JSON (``{"errors": [{"status", "title", "detail",
-"request_id"}]}``): 400 for a bad query (including what
-:class:`~nova_sched_ext.capacity.CapacityError` reports, such as an unknown
-flavor), 401 without a valid token, 403 without one of
-``[nova_sched_ext_capacity] allowed_roles``, 503 when a backend (database,
-placement) cannot be reached, whether the count says so
-(:class:`~nova_sched_ext.capacity.errors.BackendUnavailable`) or the
-library underneath raises.
+"request_id"}]}``): 400 for a bad query (including an unknown flavor, zone
+or aggregate the count reports), 401 without a valid token, 403 without
+one of ``[nova_sched_ext_capacity] allowed_roles``, 503 with
+``Retry-After`` when a backend (database, placement) cannot be reached or
+the count outlasts ``api_answer_timeout``, 500 for anything else. The
+``detail`` of a 500 or 503 is a fixed line: what the backend or library
+said (host names, URLs) goes to the service log only.
 
-A count reads every host of the scope, so reports are kept per query for
-``refresh_interval`` seconds, and concurrent requests for the same query
-wait for one count instead of each starting their own.
+A count reads every host of the scope, so reports are kept per query (the
+flavors sorted and deduplicated) for ``refresh_interval`` seconds, and
+concurrent requests for the same query wait for one count instead of each
+starting their own. The count runs in a thread of its own: a request waits
+for it at most ``api_answer_timeout`` seconds.
 
 This module holds the WSGI application only; :mod:`.wsgi` reads the
 configuration and wraps it in keystonemiddleware.
@@ -55,6 +57,7 @@ import webob
 import webob.dec
 
 from nova_sched_ext.capacity import api_conf
+from nova_sched_ext.capacity import errors
 
 LOG = logging.getLogger(__name__)
 
@@ -65,6 +68,15 @@ QUERY_PARAMETERS = ('flavor', 'by', 'az', 'aggregate', 'per_host', 'fresh')
 
 _TRUE = ('1', 'true', 'yes', 'on')
 _FALSE = ('0', 'false', 'no', 'off')
+
+#: Retry-After (seconds) of a 503 for a backend that cannot be reached
+RETRY_AFTER_UNAVAILABLE = 30
+#: Retry-After (seconds) of a 503 for a count that goes on
+RETRY_AFTER_COUNTING = 10
+
+
+class CountUnderWay(Exception):
+    """The count did not finish in time; it goes on."""
 
 
 class HTTPError(Exception):
@@ -102,9 +114,11 @@ Query = collections.namedtuple(
 class ReportCache:
     """Reports by query, reused for ``ttl`` seconds, one count at a time.
 
-    ``count(query)`` returns the report dictionary. Requests for a query
-    that is being counted wait for that count and share its result or its
-    error; a failed count is not kept.
+    ``count(query)`` returns the report dictionary; it runs in a thread of
+    its own, so that a request can stop waiting for it. Requests for a
+    query that is being counted wait for that count and share its result
+    or its error; a failed count is not kept, a count that outlasts its
+    requests is.
     """
 
     def __init__(self, count, ttl, size, clock=time.monotonic):
@@ -118,8 +132,12 @@ class ReportCache:
         # query -> Future of the count under way
         self._flights = {}
 
-    def get(self, query, fresh=False):
-        """(report, JSON body, age in seconds) for the query."""
+    def get(self, query, fresh=False, timeout=None):
+        """(report, JSON body, age in seconds) for the query.
+
+        :param timeout: seconds to wait for a count (None: no limit)
+        :raises CountUnderWay: the count took longer than ``timeout``
+        """
         with self._lock:
             now = self._clock()
             entry = self._entries.get(query)
@@ -131,11 +149,19 @@ class ReportCache:
             if leader:
                 flight = futures.Future()
                 self._flights[query] = flight
-        if not leader:
+        if leader:
+            threading.Thread(target=self._run, args=(query, flight),
+                             name='capacity-count', daemon=True).start()
+        else:
             LOG.debug('Capacity query %s: waiting for the count under way',
                       query)
-            report, body = flight.result()
-            return report, body, 0.0
+        try:
+            report, body = flight.result(timeout)
+        except futures.TimeoutError:
+            raise CountUnderWay(query) from None
+        return report, body, 0.0
+
+    def _run(self, query, flight):
         try:
             started = self._clock()
             report = self._count(query)
@@ -143,10 +169,12 @@ class ReportCache:
             LOG.debug('Capacity query %s counted in %.3f s', query,
                       self._clock() - started)
         except BaseException as exc:
+            # The waiting requests log it; one that gave up does not.
+            LOG.debug('Capacity query %s failed', query, exc_info=True)
             with self._lock:
                 del self._flights[query]
             flight.set_exception(exc)
-            raise
+            return
         with self._lock:
             del self._flights[query]
             self._entries[query] = (self._clock(), report, body)
@@ -154,7 +182,6 @@ class ReportCache:
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         flight.set_result((report, body))
-        return report, body, 0.0
 
 
 class CapacityApp:
@@ -202,12 +229,14 @@ class CapacityApp:
             return handler(request)
         except HTTPError as exc:
             return self._error(request, exc)
-        except Exception as exc:
+        except Exception:
             LOG.exception('Capacity API request %s %s failed',
                           request.method, request.path_qs)
+            # What failed, and where, is for the service log only.
             return self._error(request, HTTPError(
                 500, 'Internal Server Error',
-                'The capacity count failed: %s' % _one_line(exc)))
+                'The capacity count failed unexpectedly; the service log '
+                'has the details'))
 
     @staticmethod
     def _json(body, status=200, headers=None):
@@ -273,7 +302,16 @@ class CapacityApp:
                         % (value, name))
 
     def parse_query(self, request):
-        """(Query, fresh) of a GET /v1/capacity request."""
+        """(Query, fresh) of a GET /v1/capacity request.
+
+        The flavors of the query are sorted and deduplicated: the same
+        flavors in any order are one report.
+        """
+        try:
+            request.GET
+        except UnicodeDecodeError:
+            raise HTTPError(400, 'Bad Request',
+                            'The query string is not valid UTF-8') from None
         unknown = sorted(set(request.GET) - set(QUERY_PARAMETERS))
         if unknown:
             raise HTTPError(400, 'Bad Request',
@@ -285,20 +323,19 @@ class CapacityApp:
                 raise HTTPError(400, 'Bad Request',
                                 'Query parameter %s is given more than once'
                                 % name)
-        flavors = []
+        flavors = set()
         for flavor in request.GET.getall('flavor'):
             flavor = flavor.strip()
             if not flavor:
                 raise HTTPError(400, 'Bad Request',
                                 'Empty flavor in the query')
-            if flavor not in flavors:
-                flavors.append(flavor)
+            flavors.add(flavor)
         by = request.GET.get('by', 'cloud')
         if by not in api_conf.SCOPES:
             raise HTTPError(400, 'Bad Request',
                             'Invalid value %r for by: use one of %s'
                             % (by, ', '.join(api_conf.SCOPES)))
-        query = Query(flavors=tuple(flavors) or None, by=by,
+        query = Query(flavors=tuple(sorted(flavors)) or None, by=by,
                       az=request.GET.get('az') or None,
                       aggregate=request.GET.get('aggregate') or None,
                       per_host=self._boolean(request, 'per_host'))
@@ -323,10 +360,25 @@ class CapacityApp:
     def _capacity(self, request):
         self._authorize(request)
         query, fresh = self.parse_query(request)
-        from nova_sched_ext import capacity
         try:
-            _report, body, age = self.cache.get(query, fresh=fresh)
-        except capacity.CapacityError as exc:
+            _report, body, age = self.cache.get(
+                query, fresh=fresh, timeout=self._conf.api_answer_timeout)
+        except CountUnderWay:
+            LOG.warning('Capacity query %s: not counted within %d s '
+                        '(api_answer_timeout); the count goes on',
+                        query, self._conf.api_answer_timeout)
+            raise HTTPError(
+                503, 'Service Unavailable',
+                'The capacity is still being counted; try again later',
+                headers={'Retry-After': str(RETRY_AFTER_COUNTING)})
+        except errors.ConfigError as exc:
+            # The service's configuration, not the caller's query.
+            LOG.error('Capacity query %s: the service cannot count: %s',
+                      query, _one_line(exc))
+            raise HTTPError(500, 'Internal Server Error',
+                            'The capacity service cannot count with its '
+                            'configuration; the service log has the details')
+        except errors.CapacityError as exc:
             if exc.unavailable:
                 # the count's own word for a database or placement down
                 raise self._unavailable(query, exc)
@@ -339,7 +391,9 @@ class CapacityApp:
     def _unavailable(query, exc):
         LOG.warning('Capacity query %s: a backend is unreachable: %s',
                     query, _one_line(exc))
+        # What the backend said names hosts and URLs: the log has it.
         return HTTPError(503, 'Service Unavailable',
-                         'The capacity cannot be counted now, a backend is '
-                         'unreachable: %s' % _one_line(exc),
-                         headers={'Retry-After': '30'})
+                         'The capacity cannot be counted now: a database or '
+                         'placement cannot be reached; try again later',
+                         headers={'Retry-After':
+                                  str(RETRY_AFTER_UNAVAILABLE)})

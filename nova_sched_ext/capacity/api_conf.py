@@ -83,8 +83,18 @@ api_opts = [
         default=True,
         help='Whether the capacity API honours ?fresh=true, which counts '
              'again instead of answering from a report younger than '
-             'refresh_interval. Concurrent fresh requests for the same '
-             'query still share one count.'),
+             'refresh_interval (without it, the default, a report is at '
+             'most refresh_interval seconds old, as its Age header says). '
+             'Concurrent fresh requests for the same query still share one '
+             'count.'),
+    cfg.IntOpt(
+        'api_answer_timeout',
+        default=30, min=1, max=3600,
+        help='Seconds a capacity API request waits for its count. A count '
+             'that takes longer goes on, and its report answers the next '
+             'request for the same query; this one gets 503 with a '
+             'Retry-After header. A database or placement that does not '
+             'answer fails the count sooner, after backend_timeout.'),
 ]
 
 exporter_opts = [
@@ -111,6 +121,15 @@ exporter_opts = [
         help='Also publish each compute host\'s count (scope="host"). The '
              'number of series is hosts times flavors: enable it only if '
              'the Prometheus server can take that many.'),
+    cfg.IntOpt(
+        'exporter_refresh_timeout',
+        default=300, min=1, max=86400,
+        help='Seconds a refresh of the exporter may take. One that takes '
+             'longer counts as a failed refresh (the up series is 0, '
+             'refresh_errors_total grows, one line is logged); the next '
+             'refresh starts once it has ended. A database or placement '
+             'that does not answer fails a refresh sooner, after '
+             'backend_timeout.'),
 ]
 
 ALL_OPTS = api_opts + exporter_opts

@@ -143,14 +143,20 @@ def load_config(args, prog=PROG):
             'no configuration file: pass --config-file with the '
             "scheduler's nova.conf (for example --config-file "
             '/etc/nova/nova.conf)')
-    # An interactive command: fail at once on a database that is down,
-    # unless the files ask for retries.
-    for group in ('database', 'api_database'):
-        conf.set_default('max_retries', 0, group=group)
+    from nova_sched_ext.capacity import backends
+    from nova_sched_ext.capacity import conf as capacity_conf
     try:
-        config.parse_args(argv, prog=prog, init_rpc=False)
+        config.parse_args(argv, prog=prog, init_rpc=False,
+                          configure_db=False)
+        capacity_conf.check_options(conf)
     except cfg.Error as exc:
         raise UsageError(' '.join(str(exc).split())) from None
+    except errors.ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    # An interactive command: a database or placement that is down or
+    # silent is one line within backend_timeout, not a hang.
+    backends.bound(conf)
+    backends.configure_databases(conf)
     return conf
 
 

@@ -20,11 +20,16 @@ this module registers them; ``list_opts`` feeds ``oslo-config-generator``
 through the ``oslo.config.opts`` entry point ``nova_sched_ext.capacity``.
 """
 
+import re
+
 from oslo_config import cfg
 
 from nova_sched_ext.capacity import api_conf
+from nova_sched_ext.capacity import errors
 
 GROUP_NAME = api_conf.GROUP_NAME
+
+_FILE_IN_MESSAGE = re.compile(r"detail='([^']*)'")
 
 FIT_ENGINE = 'engine'
 FIT_NOVA = 'nova'
@@ -55,6 +60,19 @@ count_opts = [
              'reads the inventories, usages and traits of the resource '
              'providers (four requests per compute host). 1 reads them one '
              'after another.'),
+    cfg.IntOpt(
+        'backend_timeout',
+        default=5, min=1, max=300,
+        help='Seconds the capacity count waits for a database or placement '
+             'to connect, and for each of their answers, before it gives '
+             'up with one line (the command exits 1, the capacity API '
+             'answers 503, the exporter counts a failed refresh). It sets '
+             'the connect, read and write timeouts of every MySQL '
+             'connection (API and cell databases) that its URL does not '
+             'set, and [placement] timeout unless the files set it. The '
+             'capacity services also make no connection retries '
+             '([database] and [api_database] max_retries default to 0 for '
+             'them): a count is read-only and is simply asked again.'),
 ]
 
 
@@ -65,6 +83,30 @@ def register_opts(conf):
 
 def list_opts():
     return [(api_conf.capacity_group, count_opts)]
+
+
+def check_options(conf):
+    """Read every option of the group once; ConfigError for a bad value.
+
+    oslo.config checks a value from a file (bounds, choices) only when the
+    option is read, which would make a bad value an unexpected error in the
+    middle of a count.
+    """
+    group = getattr(conf, GROUP_NAME)
+    for name in sorted(group):
+        try:
+            getattr(group, name)
+        except cfg.Error as exc:
+            # "Value for option X from LocationInfo(..., detail='FILE') is
+            # not valid: REASON", and no attribute holds FILE or REASON.
+            text = ' '.join(str(exc).split())
+            reason = text.split(' is not valid: ', 1)[-1]
+            where = _FILE_IN_MESSAGE.search(text)
+            raise errors.ConfigError(
+                'invalid value for [%s] %s%s: %s'
+                % (GROUP_NAME, name,
+                   ' in %s' % where.group(1) if where else '',
+                   reason)) from None
 
 
 CONF = cfg.CONF

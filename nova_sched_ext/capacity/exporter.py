@@ -19,11 +19,15 @@
 
 Every ``[nova_sched_ext_capacity] refresh_interval`` seconds it counts the
 capacity once per grouping of ``exporter_scopes`` (with the per-host
-figures too when ``export_per_host`` is set), and serves the last counts
-on ``http://exporter_host:exporter_port/metrics``: a scrape never counts.
-A failed count keeps the last good figures, increments
+figures too when ``export_per_host`` is set), in a thread of its own, and
+serves the last counts on ``http://exporter_host:exporter_port/metrics``:
+a scrape never counts. A failed count, or a refresh that outlasts
+``exporter_refresh_timeout``, keeps the last good figures, sets
+``nova_sched_ext_capacity_up`` to 0, increments
 ``nova_sched_ext_capacity_refresh_errors_total`` and logs one line; the
-age of the figures tells how stale they are.
+age of the figures (since the exporter started, until a refresh succeeds)
+tells how stale they are. SIGTERM or SIGINT stops it, whatever a refresh
+is waiting for.
 
 Series (``scope`` is cloud, az, aggregate, cell or host; ``name`` the
 zone, aggregate, cell or host name, ``cloud`` for the whole cloud)::
@@ -31,10 +35,11 @@ zone, aggregate, cell or host name, ``cloud`` for the whole cloud)::
     nova_sched_ext_capacity_instances{flavor,scope,name}
     nova_sched_ext_capacity_placement_only_instances{flavor,scope,name}
     nova_sched_ext_capacity_fragmentation_vcpus{scope,name}
-    nova_sched_ext_capacity_fragmentation_memory_mb{scope,name}
+    nova_sched_ext_capacity_fragmentation_memory_bytes{scope,name}
     nova_sched_ext_capacity_hosts{scope,name}
     nova_sched_ext_capacity_hosts_skipped{reason}
     nova_sched_ext_capacity_engine_fallbacks
+    nova_sched_ext_capacity_up
     nova_sched_ext_capacity_last_refresh_age_seconds
     nova_sched_ext_capacity_last_refresh_timestamp_seconds
     nova_sched_ext_capacity_last_refresh_duration_seconds
@@ -71,6 +76,9 @@ DESCRIPTION = (
     '(options of [nova_sched_ext_capacity]). Reads the databases and '
     'placement of nova.conf; changes nothing.')
 PREFIX = 'nova_sched_ext_capacity_'
+MIB = 1024 * 1024
+#: seconds between two looks at the stop event while a refresh runs
+STOP_POLL = 0.2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +117,11 @@ class CapacityExporter:
         self._lock = threading.Lock()
         self._snapshot = None
         self._errors = 0
+        # up: did the last refresh to end count the capacity
+        self._up = False
+        #: the thread of the last refresh serve() started
+        self.refresh_thread = None
+        self._started = clock()
         import prometheus_client
         if registry is None:
             registry = prometheus_client.CollectorRegistry()
@@ -145,6 +158,7 @@ class CapacityExporter:
         except Exception as exc:
             with self._lock:
                 self._errors += 1
+                self._up = False
                 previous = self._snapshot
             LOG.error('Capacity refresh failed, %s: %s',
                       'keeping the figures of %.0f s ago'
@@ -159,22 +173,32 @@ class CapacityExporter:
                             duration=finished - started)
         with self._lock:
             self._snapshot = snapshot
+            self._up = True
         LOG.info('Capacity refreshed in %.1f s (%s)', snapshot.duration,
                  ', '.join(self._scopes()))
         return True
 
     # -- prometheus_client collector ---------------------------------------
 
+    def timed_out(self, timeout):
+        """A refresh still runs after ``timeout`` seconds: a failure."""
+        with self._lock:
+            self._errors += 1
+            self._up = False
+        LOG.error('Capacity refresh did not finish within %d s '
+                  '(exporter_refresh_timeout), keeping the last figures; '
+                  'the next one starts when it ends', timeout)
+
     def describe(self):
         # Names only, so that registering never counts.
-        return list(self._families(None, 0))
+        return list(self._families(None, 0, False))
 
     def collect(self):
         with self._lock:
-            snapshot, errors = self._snapshot, self._errors
-        return self._families(snapshot, errors)
+            snapshot, errors, up = self._snapshot, self._errors, self._up
+        return self._families(snapshot, errors, up)
 
-    def _families(self, snapshot, errors):
+    def _families(self, snapshot, errors, up):
         from prometheus_client import core as prom_core
 
         per_flavor = ['flavor', 'scope', 'name']
@@ -196,8 +220,8 @@ class CapacityExporter:
             'The fragmentation figure of the scope in vCPUs (see the '
             'capacity documentation).', labels=per_scope)
         frag_memory = gauge(
-            PREFIX + 'fragmentation_memory_mb',
-            'The fragmentation figure of the scope in MiB of memory (see '
+            PREFIX + 'fragmentation_memory_bytes',
+            'The fragmentation figure of the scope in bytes of memory (see '
             'the capacity documentation).', labels=per_scope)
         hosts = gauge(
             PREFIX + 'hosts', 'Compute hosts counted in the scope.',
@@ -210,10 +234,15 @@ class CapacityExporter:
             PREFIX + 'engine_fallbacks',
             'The engine_fallbacks figure of the last refresh (see the '
             'capacity documentation).')
+        up_gauge = gauge(
+            PREFIX + 'up',
+            '1 if the last refresh to end counted the capacity; 0 if it '
+            'failed or timed out, or before the first refresh ends.')
+        up_gauge.add_metric([], 1 if up else 0)
         age = gauge(
             PREFIX + 'last_refresh_age_seconds',
-            'Seconds since the figures were counted (absent before the '
-            'first successful refresh).')
+            'Seconds since the figures were counted; since the exporter '
+            'started until a refresh succeeds.')
         timestamp = gauge(
             PREFIX + 'last_refresh_timestamp_seconds',
             'When the figures were counted, in seconds since the epoch.')
@@ -244,8 +273,8 @@ class CapacityExporter:
                         frag_vcpus.add_metric(labels,
                                               fragmentation['vcpus'])
                     if 'memory_mb' in fragmentation:
-                        frag_memory.add_metric(labels,
-                                               fragmentation['memory_mb'])
+                        frag_memory.add_metric(
+                            labels, fragmentation['memory_mb'] * MIB)
                     if 'hosts' in scope:
                         hosts.add_metric(labels, scope['hosts'])
             first = snapshot.reports[0] if snapshot.reports else {}
@@ -253,12 +282,13 @@ class CapacityExporter:
                     (first.get('hosts_skipped') or {}).items()):
                 skipped.add_metric([str(reason)], count)
             fallbacks.add_metric([], first.get('engine_fallbacks', 0))
-            age.add_metric([], max(
-                0.0, self._clock() - snapshot.finished_monotonic))
             timestamp.add_metric([], snapshot.finished)
             duration.add_metric([], snapshot.duration)
+        counted = (snapshot.finished_monotonic if snapshot is not None
+                   else self._started)
+        age.add_metric([], max(0.0, self._clock() - counted))
         return [instances, placement_only, frag_vcpus, frag_memory, hosts,
-                skipped, fallbacks, age, timestamp, duration,
+                skipped, fallbacks, up_gauge, age, timestamp, duration,
                 refresh_errors]
 
     # -- serving ---------------------------------------------------------
@@ -276,7 +306,14 @@ class CapacityExporter:
         try:
             while not stop.is_set():
                 started = self._clock()
-                self.refresh()
+                # In a thread of its own: the main thread must stay free
+                # to see the stop (SIGTERM) whatever a backend does.
+                worker = self.refresh_thread = threading.Thread(
+                    target=self.refresh, name='capacity-refresh',
+                    daemon=True)
+                worker.start()
+                if not self._wait_for(worker, stop):
+                    break
                 wait = self._conf.refresh_interval - (
                     self._clock() - started)
                 if stop.wait(max(0.0, wait)):
@@ -285,6 +322,24 @@ class CapacityExporter:
             server.shutdown()
             server.server_close()
             LOG.info('Capacity exporter stopped')
+
+    def _wait_for(self, worker, stop):
+        """Wait for a refresh to end; False if stopped meanwhile.
+
+        A refresh that outlasts ``exporter_refresh_timeout`` is counted
+        as failed once, and waited for still: a thread cannot be stopped,
+        and two refreshes at once would only load the backends more.
+        """
+        timeout = self._conf.exporter_refresh_timeout
+        waited = 0.0
+        while worker.is_alive():
+            if stop.wait(STOP_POLL):
+                return False
+            waited += STOP_POLL
+            if timeout is not None and waited >= timeout:
+                self.timed_out(timeout)
+                timeout = None
+        return True
 
 
 def main(argv=None, stop=None):
@@ -296,6 +351,10 @@ def main(argv=None, stop=None):
     from nova import config
     from nova import context
     from nova import objects
+
+    from nova_sched_ext.capacity import backends
+    from nova_sched_ext.capacity import conf as capacity_conf
+    from nova_sched_ext.capacity import errors
 
     argv = sys.argv[1:] if argv is None else argv
     conf = nova.conf.CONF
@@ -312,12 +371,20 @@ def main(argv=None, stop=None):
         finally:
             conf.clear()
         # A count reads the databases and placement; it sends no RPC.
-        config.parse_args([PROG] + list(argv), init_rpc=False, prog=PROG)
+        config.parse_args([PROG] + list(argv), init_rpc=False, prog=PROG,
+                          configure_db=False)
     except cfg.Error as exc:
         sys.stderr.write('%s: error: %s\n'
                          % (PROG, ' '.join(str(exc).split())))
         return 2
     logging.setup(conf, 'nova-sched-ext')
+    try:
+        capacity_conf.check_options(conf)
+    except errors.ConfigError as exc:
+        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+        return 2
+    backends.bound(conf)
+    backends.configure_databases(conf)
     objects.register_all()
 
     if stop is None:

@@ -159,14 +159,22 @@ def init_application(argv=None, env=None):
     from nova import objects
 
     from nova_sched_ext.capacity import api_conf
+    from nova_sched_ext.capacity import backends
+    from nova_sched_ext.capacity import conf as capacity_conf
 
     conf = nova.conf.CONF
     api_conf.register_opts(conf)
     files = config_files(env)
     # The API reads the databases and placement; it sends no RPC.
     config.parse_args(sys.argv if argv is None else argv,
-                      default_config_files=files, init_rpc=False, prog=PROG)
+                      default_config_files=files, init_rpc=False, prog=PROG,
+                      configure_db=False)
     logging.setup(conf, 'nova-sched-ext')
+    # A bad value is refused here, in one line, not at the first request.
+    capacity_conf.check_options(conf)
+    # A request must get its 503 within seconds, whatever the backends do.
+    backends.bound(conf)
+    backends.configure_databases(conf)
     objects.register_all()
     LOG.info('Capacity API configured from %s', ', '.join(files))
     return build_application(conf, context.get_admin_context)

@@ -12,6 +12,7 @@
 
 """The capacity API: routes, query parsing, errors, roles, the cache."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -30,6 +31,7 @@ from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import wsgi
 from tests import base
 from tests.unit.capacity import api_fakes
+from tests.unit.capacity import backend_fakes
 
 GROUP = api_conf.GROUP_NAME
 ADMIN = {'HTTP_X_IDENTITY_STATUS': 'Confirmed', 'HTTP_X_ROLES': 'reader,admin'}
@@ -147,25 +149,51 @@ class TestCapacity(APITestCase):
         self.core.error = errors.BackendUnavailable(
             'placement at http://placement:8778 is unreachable')
         response = self.get('/v1/capacity?fresh=true')
-        self.assert_error(response, 503,
-                          'placement at http://placement:8778 is unreachable')
+        error = self.assert_error(response, 503,
+                                  'a database or placement cannot be reached')
+        self.assertNotIn('8778', error['detail'])
+        self.assertIn('placement at http://placement:8778 is unreachable',
+                      self.log.output)
         self.assertEqual('30', response.headers['Retry-After'])
 
-    def test_unreachable_backends_are_503(self):
-        for error in (db_exc.DBConnectionError('no route to database'),
-                      ks_exc.ConnectFailure('placement refused'),
-                      ks_exc.EndpointNotFound('no placement endpoint')):
+    def test_unreachable_backends_are_503_without_their_words(self):
+        for error in (db_exc.DBConnectionError(
+                "(2003, \"Can't connect to MySQL server on "
+                "'db-7.internal'\")"),
+                ks_exc.ConnectFailure('placement.internal refused'),
+                ks_exc.EndpointNotFound('no placement endpoint')):
             self.core.error = error
             response = self.get('/v1/capacity?fresh=true')
-            self.assert_error(response, 503, str(error))
+            detail = self.assert_error(response, 503, 'try again later')[
+                'detail']
+            self.assertNotIn('internal', detail)
+            self.assertNotIn('endpoint', detail)
             self.assertEqual('30', response.headers['Retry-After'])
+            self.assertIn(str(error), self.log.output)
         self.assertIn('a backend is unreachable', self.log.output)
 
     def test_an_unexpected_error_is_500_and_logged(self):
         self.core.error = ZeroDivisionError('division by zero')
         response = self.get('/v1/capacity')
-        self.assert_error(response, 500, 'division by zero')
+        error = self.assert_error(response, 500, 'the service log')
+        self.assertNotIn('division', error['detail'])
         self.assertIn('Traceback', self.log.output)
+        self.assertIn('division by zero', self.log.output)
+
+    def test_the_services_configuration_is_500_without_its_words(self):
+        self.core.error = errors.ConfigError(
+            'cannot use the API database: (pymysql.err.OperationalError) '
+            "Access denied for user 'nova'@'db-7.internal'")
+        response = self.get('/v1/capacity')
+        error = self.assert_error(response, 500, 'configuration')
+        self.assertNotIn('db-7', error['detail'])
+        self.assertIn("'nova'@'db-7.internal'", self.log.output)
+
+    def test_a_query_string_that_is_not_utf8_is_400(self):
+        for query in ('flavor=%FF', 'by=%C3%28', '%FF=1'):
+            self.assert_error(self.get('/v1/capacity?' + query), 400,
+                              'not valid UTF-8')
+        self.assertEqual([], self.core.calls)
 
     def test_head(self):
         response = self.get('/v1/capacity', method='HEAD')
@@ -222,6 +250,16 @@ class TestCache(APITestCase):
         response = self.get('/v1/capacity')
         self.assertEqual(2, len(self.core.calls))
         self.assertEqual('0', response.headers['Age'])
+
+    def test_the_flavors_order_and_repetition_are_one_query(self):
+        flavors = ['m1.small', 'm1.large', 'm1.tiny', 'm1.xlarge']
+        for order in itertools.permutations(flavors):
+            for repeat in ((), order[:1]):
+                response = self.get('/v1/capacity?' + '&'.join(
+                    'flavor=' + name for name in order + repeat))
+                self.assertEqual(200, response.status_int, response.text)
+        call, = self.core.calls
+        self.assertEqual(sorted(flavors), call['flavors'])
 
     def test_queries_are_kept_apart(self):
         self.get('/v1/capacity?by=az')
@@ -299,7 +337,24 @@ class TestCache(APITestCase):
         responses = self._concurrently(3)
         self.assertEqual(1, len(self.core.calls))
         for response in responses:
-            self.assert_error(response, 503, 'placement is down')
+            self.assert_error(response, 503, 'cannot be reached')
+
+    def test_a_count_that_outlasts_the_answer_timeout_is_503_and_kept(self):
+        app = self.make_app(api_answer_timeout=1)
+        self.core.gate = threading.Event()
+        response = self.get('/v1/capacity?by=cell', app=app)
+        self.assert_error(response, 503, 'still being counted')
+        self.assertEqual('10', response.headers['Retry-After'])
+        self.assertIn('not counted within 1 s', self.log.output)
+        # The count goes on in its own thread; its report is kept.
+        self.core.gate.set()
+        for _ in range(1000):
+            if not app.cache._flights:
+                break
+            threading.Event().wait(0.01)
+        response = self.get('/v1/capacity?by=cell', app=app)
+        self.assertEqual(200, response.status_int, response.text)
+        self.assertEqual(1, len(self.core.calls))
 
 
 class FakeAuthToken:
@@ -435,3 +490,94 @@ class TestWSGIEntryPoint(base.TestCase):
         self.assertEqual(400, status)
         self.assertIn("Invalid value 'rack' for by", body['errors'][0][
             'detail'])
+
+
+class TestBadOptionAtLoad(base.TestCase):
+
+    SCRIPT = textwrap.dedent('''
+        from nova_sched_ext.capacity import errors, wsgi
+        try:
+            wsgi.application
+        except errors.ConfigError as exc:
+            print('refused: %s' % exc)
+    ''')
+
+    def test_an_option_out_of_bounds_is_refused_at_load(self):
+        directory = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(directory, 'nova.conf'), 'w') as f:
+            f.write('[DEFAULT]\nuse_stderr = False\n'
+                    '[nova_sched_ext_capacity]\napi_answer_timeout = 0\n')
+        env = dict(os.environ)
+        env.update({wsgi.CONFIG_DIR_ENV: directory,
+                    wsgi.CONFIG_FILES_ENV: 'nova.conf',
+                    'OS_NOVA_DISABLE_EVENTLET_PATCHING': ''})
+        result = subprocess.run([sys.executable, '-c', self.SCRIPT],
+                                env=env, capture_output=True, text=True,
+                                timeout=300, cwd=directory)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('refused: invalid value for [nova_sched_ext_capacity] '
+                      'api_answer_timeout in %s' % os.path.join(
+                          directory, 'nova.conf'), result.stdout)
+
+
+class TestSilentDatabase(base.TestCase):
+    """The real count on an API database that accepts and never answers.
+
+    Two requests for different queries, the second sent while the first
+    waits: each gets its 503 once backend_timeout has passed, none waits
+    for ever (the process is given minutes: a missing bound fails, speed
+    does not matter).
+    """
+
+    SCRIPT = textwrap.dedent('''
+        import json, threading
+        import webob
+        from nova_sched_ext.capacity import wsgi
+        app = wsgi.application
+        answers = {}
+
+        def get(query):
+            response = webob.Request.blank(
+                '/v1/capacity?' + query).get_response(app)
+            answers[query] = [response.status_int,
+                              response.headers.get('Retry-After'),
+                              response.json['errors'][0]['detail']]
+
+        threads = [threading.Thread(target=get, args=(query,))
+                   for query in ('by=cloud', 'by=az&flavor=m1.small')]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(json.dumps(answers))
+    ''')
+
+    def test_every_request_gets_its_503(self):
+        silent = self.useFixture(backend_fakes.SilentServer())
+        directory = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(directory, 'nova.conf'), 'w') as f:
+            f.write(textwrap.dedent('''\
+                [DEFAULT]
+                use_stderr = False
+                [api_database]
+                connection = mysql+pymysql://nova@127.0.0.1:%(port)d/api
+                [database]
+                connection = mysql+pymysql://nova@127.0.0.1:%(port)d/nova
+                [nova_sched_ext_capacity]
+                auth_strategy = noauth
+                backend_timeout = 1
+                ''' % {'port': silent.port}))
+        env = dict(os.environ)
+        env.update({wsgi.CONFIG_DIR_ENV: directory,
+                    wsgi.CONFIG_FILES_ENV: 'nova.conf',
+                    'OS_NOVA_DISABLE_EVENTLET_PATCHING': ''})
+        result = subprocess.run([sys.executable, '-c', self.SCRIPT],
+                                env=env, capture_output=True, text=True,
+                                timeout=300)
+        self.assertEqual(0, result.returncode, result.stderr)
+        answers = json.loads(result.stdout.strip().splitlines()[-1])
+        self.assertEqual(2, len(answers))
+        for status, retry_after, detail in answers.values():
+            self.assertEqual(503, status)
+            self.assertEqual('30', retry_after)
+            self.assertNotIn('127.0.0.1', detail)

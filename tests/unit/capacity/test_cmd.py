@@ -35,6 +35,7 @@ from oslo_db import exception as db_exc
 
 from nova_sched_ext.capacity import errors
 from tests import base
+from tests.unit.capacity import backend_fakes
 
 PROG = 'nova-sched-ext-capacity'
 
@@ -293,3 +294,40 @@ class TestFreshInterpreter(base.TestCase):
         self.assertOneLine(result, 1, 'API database',
                            'unable to open database file')
         self.assertNotIn('sqlalche.me', result.stderr)
+
+    def _mysql_conf(self, port, extra=''):
+        return self.write('nova.conf', textwrap.dedent('''\
+            [api_database]
+            connection = mysql+pymysql://nova@127.0.0.1:%d/nova_api
+            [database]
+            connection = mysql+pymysql://nova@127.0.0.1:%d/nova
+            [nova_sched_ext_capacity]
+            backend_timeout = 1
+            ''' % (port, port)) + extra)
+
+    def test_a_silent_database(self):
+        # Accepts the connection and never greets: without a bound the
+        # command waited for ever.
+        silent = self.useFixture(backend_fakes.SilentServer())
+        result = self.run_command('--config-file',
+                                  self._mysql_conf(silent.port))
+        self.assertOneLine(result, 1, 'API database', 'timed out')
+
+    def test_a_database_that_refuses(self):
+        refusing = self.useFixture(backend_fakes.RefusingPort())
+        result = self.run_command('--config-file',
+                                  self._mysql_conf(refusing.port))
+        self.assertOneLine(result, 1, 'API database', 'Connection refused')
+        self.assertNotIn('attempts left', result.stderr)
+
+    def test_out_of_bounds_options_are_one_line(self):
+        for line, words in (
+                ('placement_workers = 0',
+                 ('[nova_sched_ext_capacity] placement_workers',
+                  'greater than or equal to 1')),
+                ('fit = bogus', ('[nova_sched_ext_capacity] fit', 'bogus')),
+                ('backend_timeout = 0', ('backend_timeout',))):
+            path = self.write('nova.conf',
+                              '[nova_sched_ext_capacity]\n%s\n' % line)
+            self.assertOneLine(self.run_command('--config-file', path), 2,
+                               'nova.conf', *words)

@@ -14,6 +14,10 @@
 
 import logging
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import urllib.request
@@ -28,6 +32,7 @@ from nova_sched_ext.capacity import api_conf
 from nova_sched_ext.capacity import exporter
 from tests import base
 from tests.unit.capacity import api_fakes
+from tests.unit.capacity import backend_fakes
 
 GROUP = api_conf.GROUP_NAME
 
@@ -63,12 +68,18 @@ class TestSeries(ExporterTestCase):
 
     def test_before_the_first_refresh(self):
         self.make_exporter()
+        self.clock.now += 200
         found, text = samples(self.registry)
         self.assertEqual(
             0, found[('nova_sched_ext_capacity_refresh_errors_total', ())])
         self.assertNotIn('nova_sched_ext_capacity_instances{', text)
-        self.assertNotIn(
-            ('nova_sched_ext_capacity_last_refresh_age_seconds', ()), found)
+        # A first refresh that hangs must be seen: not up, and figures as
+        # old as the exporter, so that "age > 180" fires.
+        self.assertEqual(0, found[('nova_sched_ext_capacity_up', ())])
+        self.assertEqual(200, found[(
+            'nova_sched_ext_capacity_last_refresh_age_seconds', ())])
+        self.assertNotIn(('nova_sched_ext_capacity_last_refresh_'
+                          'timestamp_seconds', ()), found)
         # Registering and scraping never count.
         self.assertEqual([], self.core.calls)
 
@@ -96,8 +107,9 @@ class TestSeries(ExporterTestCase):
                                       scope=by, name='zone2'))
             self.assertEqual(3, value('fragmentation_vcpus', scope=by,
                                       name='nova'))
-            self.assertEqual(1024, value('fragmentation_memory_mb',
-                                         scope=by, name='nova'))
+            self.assertEqual(1024 * 1024 * 1024,
+                             value('fragmentation_memory_bytes', scope=by,
+                                   name='nova'))
             self.assertEqual(1, value('hosts', scope=by, name='zone2'))
         self.assertEqual(1, value('hosts_skipped', reason='no_numa_topology'))
         self.assertEqual(0, value('engine_fallbacks'))
@@ -105,6 +117,8 @@ class TestSeries(ExporterTestCase):
         self.assertEqual(1767225600.0, value('last_refresh_timestamp_seconds'))
         self.assertEqual(0, value('last_refresh_duration_seconds'))
         self.assertEqual(0, value('refresh_errors_total'))
+        self.assertEqual(1, value('up'))
+        self.assertNotIn('fragmentation_memory_mb', text)
         self.assertNotIn('scope="host"', text)
         self.assertIn('# TYPE nova_sched_ext_capacity_instances gauge', text)
         self.assertIn('# TYPE nova_sched_ext_capacity_refresh_errors_total '
@@ -153,6 +167,7 @@ class TestFailures(ExporterTestCase):
             'nova_sched_ext_capacity_refresh_errors_total', ())])
         self.assertEqual(70, found[(
             'nova_sched_ext_capacity_last_refresh_age_seconds', ())])
+        self.assertEqual(0, found[('nova_sched_ext_capacity_up', ())])
         self.assertEqual(40, found[(
             'nova_sched_ext_capacity_instances',
             (('flavor', 'm1.small'), ('name', 'nova'), ('scope', 'az')))])
@@ -176,6 +191,86 @@ class TestFailures(ExporterTestCase):
         self.assertEqual(1, found[(
             'nova_sched_ext_capacity_refresh_errors_total', ())])
         self.assertNotIn('nova_sched_ext_capacity_instances{', text)
+
+
+class TestHungRefresh(ExporterTestCase):
+
+    def test_a_refresh_that_outlasts_its_timeout_is_a_failure(self):
+        self.core.gate = threading.Event()
+        self.addCleanup(self.core.gate.set)
+        exp = self.make_exporter(exporter_refresh_timeout=1,
+                                 exporter_port=0, exporter_scopes=['cloud'])
+        stop = threading.Event()
+        thread = threading.Thread(target=exp.serve, args=(stop,))
+        thread.start()
+        self.addCleanup(thread.join, 30)
+        self.addCleanup(stop.set)
+        for _ in range(3000):
+            found, _text = samples(self.registry)
+            if found[('nova_sched_ext_capacity_refresh_errors_total', ())]:
+                break
+            time.sleep(0.01)
+        self.assertEqual(1, found[(
+            'nova_sched_ext_capacity_refresh_errors_total', ())])
+        self.assertEqual(0, found[('nova_sched_ext_capacity_up', ())])
+        self.assertIn('Capacity refresh did not finish within 1 s',
+                      self.log.output)
+        # Still the one refresh: the next starts when this one ends.
+        self.assertEqual(1, len(self.core.calls))
+        stop.set()
+        thread.join(30)
+        self.assertFalse(thread.is_alive())
+        # The hung refresh ends, within this test.
+        self.core.gate.set()
+        exp.refresh_thread.join(30)
+        self.assertFalse(exp.refresh_thread.is_alive())
+
+
+class TestSignals(base.TestCase):
+    """The exporter process stops on SIGTERM while a refresh hangs."""
+
+    def test_sigterm_stops_it_during_a_hung_refresh(self):
+        silent = self.useFixture(backend_fakes.SilentServer())
+        directory = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(directory, 'nova.conf')
+        with open(path, 'w') as f:
+            # The database never answers, and the bound is long: only the
+            # signal can end this refresh before the test's patience does.
+            f.write(textwrap.dedent('''\
+                [DEFAULT]
+                use_stderr = False
+                [api_database]
+                connection = mysql+pymysql://nova@127.0.0.1:%(port)d/api
+                [database]
+                connection = mysql+pymysql://nova@127.0.0.1:%(port)d/nova
+                [nova_sched_ext_capacity]
+                backend_timeout = 300
+                exporter_port = 0
+                ''' % {'port': silent.port}))
+        env = dict(os.environ)
+        env.pop('OS_NOVA_DISABLE_EVENTLET_PATCHING', None)
+        log = self.useFixture(fixtures.TempDir()).join('stderr')
+        log = open(log, 'w+')
+        self.addCleanup(log.close)
+        process = subprocess.Popen(
+            [sys.executable, '-c',
+             'import sys; from nova_sched_ext.capacity import exporter; '
+             'sys.exit(exporter.main())', '--config-file', path],
+            env=env, stdout=subprocess.DEVNULL, stderr=log)
+        self.addCleanup(lambda: process.poll() is None and process.kill())
+        for _ in range(12000):
+            if silent.connections or process.poll() is not None:
+                break
+            time.sleep(0.01)
+        self.assertIsNone(process.poll(), 'the exporter stopped at once')
+        self.assertTrue(silent.connections, 'the refresh never connected')
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.fail('the exporter did not stop on SIGTERM')
+        log.seek(0)
+        self.assertEqual(0, process.returncode, log.read())
 
 
 class TestMain(ExporterTestCase):
@@ -245,3 +340,20 @@ class TestMain(ExporterTestCase):
             side_effect=OSError(98, 'Address already in use')))
         self.assertEqual(1, exporter.main([], stop=threading.Event()))
         self.assertIn('Cannot listen on 127.0.0.1:9736', self.log.output)
+
+    def test_an_option_out_of_bounds_is_one_line(self):
+        directory = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(directory, 'capacity.conf')
+        with open(path, 'w') as f:
+            f.write('[nova_sched_ext_capacity]\nplacement_workers = 0\n')
+        stderr = self.useFixture(fixtures.StringStream('stderr')).stream
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
+        self.assertEqual(2, exporter.main(['--config-file', path],
+                                          stop=threading.Event()))
+        stderr.seek(0)
+        self.assertEqual(
+            ['nova-sched-ext-capacity-exporter: error: invalid value for '
+             '[nova_sched_ext_capacity] placement_workers in %s: Should be '
+             'greater than or equal to 1' % path],
+            stderr.read().splitlines())
+        self.assertEqual([], self.core.calls)

@@ -1,0 +1,95 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""How long the capacity services wait for the databases and placement.
+
+The scheduler's ``nova.conf`` is made for a service that may wait: oslo.db
+retries a refused database ten times, ten seconds apart, and neither the
+MySQL drivers nor keystoneauth give up on a server that accepts a
+connection and never answers. A capacity count is read-only and asked
+again by its caller, so the capacity command, API and exporter call
+:func:`bound` once the files are parsed, before the databases are set up:
+``[nova_sched_ext_capacity] backend_timeout`` then bounds every connection
+and every answer, and a refused database fails at once.
+
+Only defaults change: what the files set (``max_retries``, ``[placement]
+timeout``, a timeout in a database URL) is kept.
+"""
+
+import threading
+
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+#: the MySQL drivers whose connect() takes these keyword arguments
+MYSQL_DRIVERS = ('pymysql', 'mysqldb')
+MYSQL_TIMEOUTS = ('connect_timeout', 'read_timeout', 'write_timeout')
+DATABASE_GROUPS = ('database', 'api_database')
+
+# The listener below is process-wide (every engine of the process, the
+# cell databases' included, which Nova creates per cell mapping), so the
+# timeout it applies is too.
+_lock = threading.Lock()
+_mysql_timeout = None
+
+
+def _bound_mysql_connect(dialect, _connection_record, _cargs, cparams):
+    timeout = _mysql_timeout
+    if timeout is None or dialect.name not in ('mysql', 'mariadb') or \
+            dialect.driver not in MYSQL_DRIVERS:
+        return
+    for name in MYSQL_TIMEOUTS:
+        # A timeout in the connection URL is the operator's: keep it.
+        cparams.setdefault(name, timeout)
+
+
+def bound_mysql_connections(timeout):
+    """Give every MySQL connection of the process ``timeout`` seconds.
+
+    For connecting, for each answer (the server's greeting included) and
+    each write, unless the connection URL sets its own.
+    """
+    global _mysql_timeout
+    import sqlalchemy
+    from sqlalchemy import event
+    with _lock:
+        _mysql_timeout = timeout
+        if not event.contains(sqlalchemy.engine.Engine, 'do_connect',
+                              _bound_mysql_connect):
+            event.listen(sqlalchemy.engine.Engine, 'do_connect',
+                         _bound_mysql_connect)
+
+
+def bound(conf):
+    """Bound the count's database and placement calls by the options.
+
+    Call it after the configuration files are parsed and before Nova's
+    database APIs are configured (``nova.config.parse_args(...,
+    configure_db=False)``, then :func:`configure_databases`).
+    """
+    timeout = conf.nova_sched_ext_capacity.backend_timeout
+    for group in DATABASE_GROUPS:
+        conf.set_default('max_retries', 0, group=group)
+    conf.set_default('timeout', timeout, group='placement')
+    bound_mysql_connections(timeout)
+    LOG.debug('Capacity backends bounded: %d s per connection and answer',
+              timeout)
+
+
+def configure_databases(conf):
+    """Configure Nova's main and API database access, as parse_args does."""
+    from nova.db.api import api as api_db_api
+    from nova.db.main import api as main_db_api
+    main_db_api.configure(conf)
+    api_db_api.configure(conf)
