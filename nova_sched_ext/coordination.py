@@ -863,7 +863,7 @@ class FileRecords(object):
 
     @staticmethod
     def _holder(entry):
-        if entry is None or entry['expires'] <= time.time():
+        if entry is None or entry['expires'] <= wall_clock():
             return None
         return entry['holder']
 
@@ -875,7 +875,7 @@ class FileRecords(object):
             if not replace and self._read(directory, key) is not None:
                 return False
             self._write(directory, key, {'value': value, 'holder': owner,
-                                         'expires': time.time() + ttl})
+                                         'expires': wall_clock() + ttl})
             return True
 
     def update(self, kind, key, value, owner, ttl):
@@ -884,7 +884,7 @@ class FileRecords(object):
             if entry is None or self._holder(entry) not in (None, owner):
                 return False
             self._write(directory, key, {'value': value, 'holder': owner,
-                                         'expires': time.time() + ttl})
+                                         'expires': wall_clock() + ttl})
             return True
 
     def renew(self, kind, key, owner, ttl):
@@ -892,7 +892,7 @@ class FileRecords(object):
             entry = self._read(directory, key)
             if entry is None or self._holder(entry) not in (None, owner):
                 return False
-            entry.update(holder=owner, expires=time.time() + ttl)
+            entry.update(holder=owner, expires=wall_clock() + ttl)
             self._write(directory, key, entry)
             return True
 
@@ -901,7 +901,7 @@ class FileRecords(object):
             entry = self._read(directory, key)
             if entry is None or self._holder(entry) is not None:
                 return False
-            entry.update(holder=owner, expires=time.time() + ttl)
+            entry.update(holder=owner, expires=wall_clock() + ttl)
             self._write(directory, key, entry)
             return True
 
@@ -932,6 +932,15 @@ class FileRecords(object):
 
 #: the record store of each tooz scheme that has one
 _STORES = {'redis': RedisRecords, 'file': FileRecords}
+
+
+def wall_clock():
+    """Seconds since the epoch: the clock of the file store's leases.
+
+    One host, one clock; a test replaces this to drive the leases' time
+    instead of sleeping through them.
+    """
+    return time.time()
 
 
 def _ms(seconds):

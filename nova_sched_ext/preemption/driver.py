@@ -99,11 +99,12 @@ USAGE_FILTERS = frozenset((
 PLACEMENT_READERS = 8
 
 #: Test-only: a callable that an eviction calls with the name of each
-#: point where its scheduler may die ("recorded", "reserved", "evicted"
-#: after each victim's eviction was sent, with ``victim=``, and "gone"),
-#: so that a test can stop it there with an exception no handler catches
-#: (a BaseException) and find what a dead scheduler leaves.  None in a
-#: real scheduler.
+#: point where its scheduler may die ("recorded", "reserved", "evicting"
+#: after a victim's eviction was recorded but before it is sent,
+#: "evicted" after each victim's eviction was sent, both with
+#: ``victim=``, and "gone"), so that a test can stop it there with an
+#: exception no handler catches (a BaseException) and find what a dead
+#: scheduler leaves, or stall it there.  None in a real scheduler.
 FAULT_INJECTION = None
 
 
@@ -247,6 +248,18 @@ class _Attempt(object):
             raise exception.NoValidHost(reason='')
         self.record(plan, resources, before)
         _fault_point('recorded')
+        try:
+            # Nothing is reserved on a record that may have been taken
+            # over while this scheduler stalled (journal.ensure_held).
+            self.entry.ensure_held()
+        except (journal_mod.LostOwnership,
+                coordination.BackendUnavailable) as exc:
+            # Nothing reserved: a reconcile finds nothing to undo.
+            LOG.error('Preemption: request %(req)s evicts nothing: %(error)s.',
+                      {'req': self.context.request_id, 'error': exc})
+            raise exception.NoValidHost(
+                reason='preemptible instances could not be evicted: the '
+                       'eviction was taken over by another scheduler')
         try:
             self.reserve(plan, resources, before)
         except (exception.NoValidHost, _Retry):
@@ -549,6 +562,10 @@ class _Attempt(object):
                 # Recorded first: a scheduler that dies while the API
                 # takes the eviction leaves the victim to be checked.
                 self.entry.evicting(victim.uuid)
+                _fault_point('evicting', victim=victim.uuid)
+                # Nothing is sent on a record that may have been taken
+                # over while this scheduler stalled (journal.ensure_held).
+                self.entry.ensure_held()
                 self.failed = victim.uuid
                 evictor.evict(victim.uuid, self.action)
                 _fault_point('evicted', victim=victim.uuid)

@@ -41,8 +41,23 @@ A record (JSON, key: a random id)::
 Every write by the owner checks, atomically, that nobody took the record
 over; one that finds it taken raises :class:`LostOwnership`, and the owner
 then leaves everything to the scheduler that took it.
+
+A scheduler stalled longer than the lease (CPU starvation, a long GC
+pause) is taken for dead while it still runs: when it resumes, its next
+write fails, but the step it was about to take (a reservation, a
+victim's eviction) would be sent on a record another scheduler is
+rolling back.  So before each such step the owner calls
+:meth:`Entry.ensure_held`: the record is surely still its own only if the
+last write that renewed the lease *started* less than half a lease ago
+by this process's monotonic clock (which runs on through a stall);
+otherwise it writes the record again, which checks atomically that
+nobody took it over.  Past that check the step has at least half a lease
+before anybody can take the record: a stall longer than that inside the
+step itself is the one window left, as the Compute API and placement
+take no fencing token (see doc/source/coordination.rst).
 """
 
+import time
 import uuid
 
 from nova import conf as nova_conf
@@ -72,6 +87,11 @@ class LostOwnership(Exception):
 
 def ttl():
     return CONF.nova_sched_ext.preemption_eviction_ttl
+
+
+def monotonic():
+    """This process's clock for the lease; a test drives it (a stall)."""
+    return time.monotonic()
 
 
 class Journal(object):
@@ -108,8 +128,9 @@ class Journal(object):
             'evicted': [],
         }
         key = uuid.uuid4().hex
+        started = monotonic()
         self.backend.put(KIND, key, record, ttl(), keep_alive=True)
-        return Entry(self, key, record)
+        return Entry(self, key, record, written_at=started)
 
     def stale(self):
         """``[(key, record)]`` whose lease ran out: their owner is gone."""
@@ -123,7 +144,7 @@ class Journal(object):
         """
         if not self.backend.take_over(KIND, key, ttl()):
             return None
-        entry = Entry(self, key, record)
+        entry = Entry(self, key, record, written_at=None)
         # A reconcile that died halfway leaves what it found first.
         entry.save(state=RECONCILING, reconciled_by=self.backend.owner,
                    state_was=record.get('state_was', record.get('state')),
@@ -134,10 +155,13 @@ class Journal(object):
 class Entry(object):
     """One eviction's record, held by this scheduler."""
 
-    def __init__(self, journal, key, record):
+    def __init__(self, journal, key, record, written_at=None):
         self.journal = journal
         self.key = key
         self.record = record
+        #: :func:`monotonic` when the last write that renewed the lease
+        #: started (None: not known to be held)
+        self.written_at = written_at
 
     def save(self, **changes):
         """Write ``changes``; renews the lease.
@@ -147,11 +171,29 @@ class Entry(object):
         """
         self.record.update(changes,
                            updated_at=timeutils.utcnow().isoformat())
+        started = monotonic()
         if not self.journal.backend.update(KIND, self.key, self.record,
                                            ttl()):
+            self.written_at = None
             raise LostOwnership(
                 'the record %s of this eviction was taken over by another '
                 'scheduler: its lease ran out' % self.key)
+        self.written_at = started
+
+    def ensure_held(self):
+        """Make sure nobody can take the record over for half a lease.
+
+        Called right before a step that must not be taken on a record
+        another scheduler rolls back.  Free if the last write started
+        less than half a lease ago; otherwise (this scheduler stalled
+        since) the record is written again, which fails if it was taken.
+
+        :raises LostOwnership: another scheduler took it over
+        :raises coordination.BackendUnavailable:
+        """
+        if self.written_at is None or \
+                monotonic() - self.written_at >= ttl() / 2.0:
+            self.save()
 
     def evicting(self, victim):
         self.save(state=EVICTING, evicting=victim)

@@ -220,9 +220,10 @@ EOF
 chmod +x "$WORK/bin/uwsgi"
 export PATH=$WORK/bin:$PATH
 # The plugin's install phase, unless this checkout is installed already
-# (in CI run.sh's phase just did it in the same virtualenv).
-if "$VENV/bin/python" -c 'import sys, nova_sched_ext
-sys.exit(not nova_sched_ext.__file__.startswith(sys.argv[1]))' "$REPO/" \
+# (run.sh's phase did it when its virtualenv is reused). Asked from /: from
+# the checkout, "import nova_sched_ext" finds its sources, installed or not.
+if (cd / && "$VENV/bin/python" -c 'import sys, nova_sched_ext
+sys.exit(not nova_sched_ext.__file__.startswith(sys.argv[1]))' "$REPO/") \
         2> /dev/null; then
     echo "nova-sched-ext is installed from $REPO in $VENV"
 else

@@ -53,6 +53,17 @@ class JournalTestCase(test_driver.EvictionTestCase):
         super().setUp()
         self.useFixture(fixtures.MockPatchObject(journal, 'ttl',
                                                  return_value=TTL))
+        # The test drives time: the leases' clock (the file store's) and
+        # the schedulers' own clock advance only when it says, and no
+        # heartbeat thread runs: :meth:`beat` is one heartbeat.  Nothing
+        # depends on how fast the machine is.
+        self.clock = time.time()
+        self.useFixture(fixtures.MockPatchObject(
+            coordination, 'wall_clock', lambda: self.clock))
+        self.useFixture(fixtures.MockPatchObject(
+            journal, 'monotonic', lambda: self.clock))
+        self.useFixture(fixtures.MockPatchObject(
+            coordination.Backend, '_ensure_heart'))
         self.became = self.useFixture(fixtures.MockPatchObject(
             reconcile, '_became_instance', return_value=False)).mock
 
@@ -80,10 +91,18 @@ class JournalTestCase(test_driver.EvictionTestCase):
         self.useFixture(fixtures.MockPatchObject(driver, 'FAULT_INJECTION',
                                                  inject))
 
+    def advance(self, seconds):
+        """``seconds`` pass, for the leases and the schedulers."""
+        self.clock += seconds
+
+    def beat(self, wrapper=None):
+        """One heartbeat of a scheduler (this one): it renews its leases."""
+        (wrapper or self.wrapper).backend._heartbeat()
+
     def die(self):
         """This scheduler dies: its leases run out."""
         self.wrapper.backend.stop()
-        time.sleep(TTL * 2)
+        self.advance(TTL * 2)
 
 
 class TestTheRecord(JournalTestCase):
@@ -133,7 +152,10 @@ class TestTheRecord(JournalTestCase):
         holders = []
 
         def wait_gone(*args):
-            time.sleep(TTL * 3)
+            # Three leases long, a heartbeat every third of one.
+            for _ in range(9):
+                self.advance(TTL / 3.0)
+                self.beat()
             holders.append(self.records()[0][2])
             return []
 
@@ -171,7 +193,8 @@ class TestTheRecord(JournalTestCase):
         self.release.side_effect = reservation.ReservationFailed('down')
         self.assertRaises(exception.NoValidHost, self.call)
         self.assertIn('a reconcile retries in', self.stdlog.logger.output)
-        time.sleep(TTL * 2)
+        self.beat()
+        self.advance(TTL * 2)
         (key, record, holder), = self.records()
         self.assertIsNone(holder)
         self.assertEqual(journal.ROLLING_BACK, record['state'])
@@ -185,7 +208,7 @@ class TestTheRecord(JournalTestCase):
         def evict(uuid, action):
             self.wrapper.backend.drop_lease(journal.KIND,
                                             self.records()[0][0])
-            time.sleep(TTL * 2)
+            self.advance(TTL * 2)
             key, record, _holder = self.records()[0]
             self.assertIsNotNone(other.journal.take_over(key, record))
             return True
@@ -198,6 +221,67 @@ class TestTheRecord(JournalTestCase):
         (key, record, holder), = self.records()
         self.assertEqual(other.backend.owner, holder)
         self.assertEqual(journal.RECONCILING, record['state'])
+
+    def test_a_stalled_owner_sends_no_eviction_on_a_taken_record(self):
+        # Stalled (CPU starvation, a GC pause) between recording a victim's
+        # eviction and sending it, longer than its lease: another
+        # scheduler took the record over and rolls it back.  Resumed, it
+        # must not send the eviction.
+        self.use_plan(test_driver.plan(('h1', [uuids.v1])))
+        other = self.another_scheduler()
+
+        def stall(point, **details):
+            if point != 'evicting':
+                return
+            self.advance(TTL * 2)
+            (key, record, holder), = self.records()
+            self.assertIsNone(holder)
+            self.assertIsNotNone(other.journal.take_over(key, record))
+
+        self.useFixture(fixtures.MockPatchObject(driver, 'FAULT_INJECTION',
+                                                 stall))
+        exc = self.assertRaises(exception.NoValidHost, self.call)
+        self.assertIn('taken over by another scheduler', str(exc))
+        self.evictor.evict.assert_not_called()
+        self.release.assert_not_called()
+        (key, record, holder), = self.records()
+        self.assertEqual(other.backend.owner, holder)
+        self.assertEqual(journal.RECONCILING, record['state'])
+
+    def test_a_stall_shorter_than_half_a_lease_costs_no_write(self):
+        self.use_plan(test_driver.plan(('h1', [uuids.v1])))
+
+        def stall(point, **details):
+            if point == 'evicting':
+                self.advance(TTL / 3.0)
+
+        self.useFixture(fixtures.MockPatchObject(driver, 'FAULT_INJECTION',
+                                                 stall))
+        update = self.useFixture(fixtures.MockPatchObject(
+            self.wrapper.backend, 'update',
+            wraps=self.wrapper.backend.update)).mock
+        self.call()
+        self.evictor.evict.assert_called_once_with(uuids.v1, 'delete')
+        # reserved, evicting, evicted, gone: no write of ensure_held
+        self.assertEqual(4, update.call_count)
+
+    def test_a_stalled_owner_reserves_nothing_on_a_taken_record(self):
+        self.use_plan(test_driver.plan(('h1', [uuids.v1])))
+        other = self.another_scheduler()
+
+        def stall(point, **details):
+            if point != 'recorded':
+                return
+            self.advance(TTL * 2)
+            (key, record, holder), = self.records()
+            self.assertIsNotNone(other.journal.take_over(key, record))
+
+        self.useFixture(fixtures.MockPatchObject(driver, 'FAULT_INJECTION',
+                                                 stall))
+        exc = self.assertRaises(exception.NoValidHost, self.call)
+        self.assertIn('taken over by another scheduler', str(exc))
+        self.reserve.assert_not_called()
+        self.evictor.evict.assert_not_called()
 
     def test_backend_down_mid_eviction_restores_only_the_untouched(self):
         # The record cannot say whose it is: another scheduler may have
@@ -259,8 +343,11 @@ class TestReconcile(JournalTestCase):
         self.evictor.evict.side_effect = evict
         caller = threading.Thread(target=self.call)
         caller.start()
-        self.assertTrue(reached.wait(10))
-        time.sleep(TTL * 2)
+        self.assertTrue(reached.wait(60))
+        # Two leases long, a heartbeat every third of one.
+        for _ in range(6):
+            self.advance(TTL / 3.0)
+            self.beat()
         self.assertEqual([], self.other.reconcile())
         proceed.set()
         caller.join()
@@ -338,7 +425,7 @@ class TestReconcile(JournalTestCase):
                       self.stdlog.logger.output)
         self.assertEqual(1, len(self.records()))
         self.evictor.get.side_effect = lambda uuid: self.servers[uuid]
-        time.sleep(TTL * 2)
+        self.advance(TTL * 2)
         self.assertEqual(1, len(self.other.reconcile()))
         self.assertEqual([], self.records())
 
@@ -372,7 +459,8 @@ class TestReconcile(JournalTestCase):
         self.flags(preemption_reconcile_interval=1, group='nova_sched_ext')
         self.crash('reserved')
         self.other.start()
-        deadline = time.monotonic() + 10
+        # A guard against a hang, not a measure of speed.
+        deadline = time.monotonic() + 120
         while self.records():
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.05)
