@@ -23,21 +23,30 @@ beside it).  It asks the fit engine once for all hosts of a request and,
 where the engine's answer is exact, decides alone, with the same outcome
 Nova's filter would have:
 
-- a host that fits passes, with ``limits['numa_topology']`` set as Nova's
-  filter sets it (the host's allocation ratios and the request's network
-  metadata), which is what the compute's claim reads;
-- a host that does not fit is rejected;
+- a host with one allocation candidate that fits passes, with
+  ``limits['numa_topology']`` set as Nova's filter sets it (the host's
+  allocation ratios and the request's network metadata), which is what the
+  compute's claim reads, and its candidate left in place;
+- a host that does not fit is rejected, however many candidates it has:
+  the engine replays Nova's runs, one per candidate, each starting from
+  what the run before left in Nova's one copy of the request (the instance
+  cells take the ids of the host cells they were tried on, and Nova's pair
+  cache is keyed by those ids), and answers NO only when every run fails;
 - every other case is handed to Nova's own ``NUMATopologyFilter`` code for
   that host: a request or host outside the engine's subset (see
-  ``doc/source/numa_fit.rst``), a host the engine cannot tell about, a host
-  without allocation candidates, and a PCI request on a host with several
-  allocation candidates (their provider mappings can answer differently).
+  ``doc/source/numa_fit.rst``), a host the engine cannot tell about, and a
+  host that fits with several allocation candidates.  Nova's filter keeps
+  only the candidates whose run succeeds, and because each run starts from
+  the last one's ids a later candidate can fail where the first fitted;
+  the engine says whether some run fits, not which, so Nova prunes the
+  list, which the scheduler then claims from (its first candidate), builds
+  alternates from and filters again in a multi-create's next round.
 
 The ``hw:cpu_thread_policy=require`` check Nova makes before the fit runs
 here first, through Nova's own method.  Requests without a NUMA topology
 pass, as they do in Nova's filter.  The tests compare this filter with
-Nova's on random hosts and requests: same hosts, same limits, same
-allocation candidates.
+Nova's on random hosts and requests, with several candidates per host and
+multi-create rounds: same hosts, same limits, same allocation candidates.
 
 Enable it in ``nova.conf``::
 
@@ -112,17 +121,19 @@ class FastNUMATopologyFilter(numa_topology_filter.NUMATopologyFilter):
         network_metadata = None
         if 'network_metadata' in spec_obj:
             network_metadata = spec_obj.network_metadata
-        has_pci = bool(spec_obj.pci_requests and
-                       spec_obj.pci_requests.requests)
         debug = LOG.isEnabledFor(logging.DEBUG)
         kept = []
         for host, answer in zip(hosts, answers):
-            candidates = host.allocation_candidates
-            if answer == model.NO:
+            if answer == model.NO and numa_fit.replayed_every_candidate(
+                    host):
+                # Exact whatever the number of candidates: the engine
+                # replays Nova's runs, one per candidate, on one copy of
+                # the request, and says NO only when every run fails.
                 if debug:
                     numa_fit.log_rejection(host, spec_obj)
-            elif (answer == model.YES and candidates and
-                    not (has_pci and len(candidates) > 1)):
+            elif answer == model.YES and len(host.allocation_candidates) == 1:
+                # One candidate: Nova's one run is the engine's, and Nova
+                # leaves the list as it is.
                 if self._satisfies_cpu_policy(host, extra_specs, image_props):
                     host.limits['numa_topology'] = _limits(host,
                                                            network_metadata)

@@ -11,7 +11,11 @@ needs).
 
 It never removes a host that ``NUMATopologyFilter`` would keep: its answer
 is Nova's own, replayed (see ``doc/source/numa_fit.rst`` for the supported
-subset); for a request or host outside the subset it keeps the host.
+subset), once per allocation candidate as Nova runs it, each run starting
+from what the last one left in the request; it removes a host only when
+every run fails.  For a request or host outside the subset it keeps the
+host, and it leaves the allocation candidates of the hosts it keeps to
+``NUMATopologyFilter``, which keeps only those whose run fits.
 Requests without a NUMA topology pass through untouched.
 
 Enable it in ``nova.conf``::
@@ -81,11 +85,11 @@ class NUMAFitFilter(filters.BaseHostFilter):
         # nobody will see.
         debug = LOG.isEnabledFor(logging.DEBUG)
         for host, answer in zip(hosts, answers):
-            if answer == model.NO:
+            if answer == model.NO and replayed_every_candidate(host):
                 if debug:
                     log_rejection(host, spec_obj)
                 continue
-            if answer == model.UNKNOWN:
+            if answer != model.YES:
                 unknown += 1
             kept.append(host)
         if debug and CONF.nova_sched_ext.numa_fit_filter_log_summary:
@@ -125,6 +129,19 @@ def engine_answers(hosts, spec_obj, decider):
     if request.pci is not None:
         pcis = [adapters.host_pci(h, pci_requests[0]) for h in hosts]
     return engine.check_hosts(prepared, request, pcis)
+
+
+def replayed_every_candidate(host):
+    """Whether the engine's NO covers every allocation candidate of a host.
+
+    Nova's filter runs the fit once per candidate on one copy of the
+    request, each run starting from the instance cell ids (and page sizes)
+    the run before left, so a run that failed can be followed by one that
+    fits.  The engine replays those runs and answers NO only when all of
+    them fail, for up to ``model.MAX_CANDIDATES`` candidates (far more than
+    placement returns for one host): past that its NO is not a proof.
+    """
+    return len(host.allocation_candidates) <= model.MAX_CANDIDATES
 
 
 def log_rejection(host, spec_obj):

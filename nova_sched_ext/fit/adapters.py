@@ -374,8 +374,14 @@ def rebuild_prepared_host(host_state):
     return _refresh(host_state)
 
 
-def prepared_hosts(host_states):
+def prepared_hosts(host_states, per_candidate=True):
     """The cached, packed models of many ``HostState`` objects.
+
+    ``per_candidate``: each model replays Nova's fit once per allocation
+    candidate of its host, as ``NUMATopologyFilter`` runs it; False for one
+    run whatever the candidates, as the scheduler's
+    ``consume_from_request`` and the compute's claim fit a request that
+    passed (``NUMASlotWeigher``).
 
     This runs for every host of every request. A host whose stamp vouches
     for its entry costs a few attribute reads and one compare: the stamp is
@@ -398,7 +404,7 @@ def prepared_hosts(host_states):
             prepared = entry[2]
         else:
             prepared = _refresh(hs)
-        if len(hs.allocation_candidates) != 1:
+        if per_candidate and len(hs.allocation_candidates) != 1:
             prepared = _with_candidates(
                 prepared, candidate_count(hs.allocation_candidates))
         append(prepared)

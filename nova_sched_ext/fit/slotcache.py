@@ -22,11 +22,10 @@ A :class:`SlotArena` holds, for one list of reference shapes and weights,
   list), so that a host that did not change since a request of the same
   shape is not recounted at all.
 
-A request then costs three passes over the hosts that run in C (``map``
-and ``compress``: nothing in Python per host): the slot of each host, its
-stamp against the stamp its record was built at, its number of allocation
-candidates (capped in Python only when not every host has one). Then one
-C call (``nse_slot_weights_indexed``, through
+A request then costs two passes over the hosts that run in C (``map``
+and ``compress``: nothing in Python per host): the slot of each host and
+its stamp against the stamp its record was built at. Then one C call
+(``nse_slot_weights_indexed``, through
 :mod:`~nova_sched_ext.fit.lowlevel`) reads the memo or counts the slots of
 the hosts it misses.
 
@@ -50,7 +49,6 @@ from array import array
 import functools
 from itertools import compress
 from itertools import repeat
-import operator
 from operator import is_
 from operator import ne
 import threading
@@ -61,7 +59,6 @@ from nova_sched_ext.fit import hoststamp
 from nova_sched_ext.fit import lowlevel
 from nova_sched_ext.fit import pyfit
 
-_CANDIDATES = operator.attrgetter('allocation_candidates')
 _NAN = float('nan')
 _NAN_ARRAY = array('d', [_NAN])
 
@@ -176,8 +173,8 @@ class SlotArena(object):
         """
         # Read before the record is built, as the filter's cache does.
         version = hoststamp.version(host_state)
-        # The record is built for one allocation candidate; the C call
-        # gets each request's number of candidates.
+        # The record is built for one fit run: the weigher places a
+        # request as consume_from_request does, whatever the candidates.
         record = adapters.rebuild_prepared_host(host_state).packed
         stamp = hoststamp.vouching_stamp(version)
         new = slot is None
@@ -246,7 +243,8 @@ class SlotArena(object):
         """NUMASlotWeigher's raw weights of ``host_states`` for a request.
 
         The same numbers as :func:`nova_sched_ext.fit.engine.slot_weights`
-        with ``counts=False`` over :func:`adapters.prepared_hosts`. When
+        with ``counts=False`` over :func:`adapters.prepared_hosts` (one fit
+        run per host, ``per_candidate=False``). When
         the C helper refuses the input, the arena starts over and the
         pure-Python twin answers (one error logged).
 
@@ -268,22 +266,16 @@ class SlotArena(object):
         :raises lowlevel.HelperError: the helper refused the input (the
             arena has started over)
         """
-        n = len(host_states)
-        # Almost always one candidate each: count them in C, and cap them
-        # (adapters.candidate_count) in Python only when they differ.
-        candidates = list(map(len, map(_CANDIDATES, host_states)))
-        if candidates.count(1) == n:
-            candidates = None
-        else:
-            candidates = list(map(adapters.candidate_count,
-                                  map(_CANDIDATES, host_states)))
         with self._lock:
             slots = self._slots_of(host_states)
             column = self._column((request, room_cap))
             try:
                 return lowlevel.slot_weights_indexed(
                     self._arena, self._used, self._offsets,
-                    len(self._records), slots, candidates,
+                    # No candidate counts: every host is weighed with the
+                    # one fit run its record is built for, the run
+                    # consume_from_request makes (and the memo serves).
+                    len(self._records), slots, None,
                     self._packed_shapes, request, room_cap,
                     memo=self._memo, memo_rows=self._capacity,
                     memo_col=column, memo_cols=self._memo_columns)
@@ -293,6 +285,6 @@ class SlotArena(object):
                 raise
 
     def _weights_twin(self, host_states, request, room_cap):
-        prepared = adapters.prepared_hosts(host_states)
+        prepared = adapters.prepared_hosts(host_states, per_candidate=False)
         return pyfit.slot_weights([p.model for p in prepared], self.shapes,
                                   self.shape_weights, request, room_cap)[2]

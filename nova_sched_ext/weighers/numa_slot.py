@@ -8,7 +8,11 @@ of each *reference flavor* the host could still take (its slots, NUMA cell by
 NUMA cell: dedicated CPUs and thread siblings, shared CPUs against the
 allocation ratio, memory, huge pages; multi-cell flavors need distinct
 cells; capped by the host-level room placement sees). It then counts the
-same after placing the request the way Nova places it. The weight is minus
+same after placing the request the way Nova places it (one fit run, as the
+scheduler's ``consume_from_request`` and the compute's claim make it, not
+one per allocation candidate as ``NUMATopologyFilter`` runs it: a host that
+passed on a later candidate's run but fails a fresh one weighs as a host
+the request cannot be placed on). The weight is minus
 the weighted number of slots lost, so the host where the request costs the
 least wins. Among hosts with equal losses the fuller host wins, so empty
 hosts stay empty for the largest flavors.
@@ -312,7 +316,9 @@ class NUMASlotWeigher(weights.BaseHostWeigher):
             if engine.backend_name() == 'c':
                 arena = self._arenas.get(shapes, slot_weights)
                 return arena.weights(hosts, request, cap)
-            prepared = adapters.prepared_hosts(hosts)
+            # Placed as consume_from_request places it: one fit run,
+            # however many allocation candidates the filters left.
+            prepared = adapters.prepared_hosts(hosts, per_candidate=False)
             _before, _after, result = engine.slot_weights(
                 prepared, shapes, slot_weights, request, counts=False,
                 room_cap=cap)

@@ -38,8 +38,12 @@ def host_state(name, topology, vcpus_used=0, free_ram_mb=65536):
 
 
 def fresh(hosts, shapes, weights, request, room_cap):
-    """(engine, twin) weights counted from scratch."""
-    prepared = adapters.prepared_hosts(hosts)
+    """(engine, twin) weights counted from scratch.
+
+    One fit run per host whatever its allocation candidates: the weigher
+    places a request as consume_from_request does.
+    """
+    prepared = adapters.prepared_hosts(hosts, per_candidate=False)
     c = engine.slot_weights(prepared, shapes, weights, request,
                             counts=False, room_cap=room_cap)[2]
     python = pyfit.slot_weights([p.model for p in prepared], shapes,

@@ -583,3 +583,63 @@ class TestRefusedByTheHelper(WeigherTestCase):
         self.assertIn('nse_slot_weights_indexed (NSE_ERR_BAD_HOST, -2)',
                       logs.output)
         self.assertNotIn('could not weigh', logs.output)
+
+
+def shared_host_state(name, cells, candidates=1):
+    """A host of shared-CPU cells, ``cells`` a list of (CPUs, MiB)."""
+    numa_cells = []
+    for i, (cpus, memory) in enumerate(cells):
+        cpuset = set(range(i * 32, i * 32 + cpus))
+        numa_cells.append(objects.NUMACell(
+            id=i, cpuset=cpuset, pcpuset=set(), memory=memory, cpu_usage=0,
+            memory_usage=0, pinned_cpus=set(),
+            siblings=[{c} for c in sorted(cpuset)],
+            mempages=[objects.NUMAPagesTopology(
+                size_kb=4, total=memory * 256, used=0, reserved=0)],
+            network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                     tunneled=False)))
+    return fakes.FakeHostState(name, name, {
+        'numa_topology': objects.NUMATopology(cells=numa_cells),
+        'pci_stats': None, 'cpu_allocation_ratio': 1.0,
+        'ram_allocation_ratio': 1.0,
+        'vcpus_total': sum(c for c, _ in cells), 'vcpus_used': 0,
+        'total_usable_ram_mb': sum(m for _, m in cells),
+        'free_ram_mb': sum(m for _, m in cells),
+        'allocation_candidates': [{'mappings': {}, 'allocations': {i: {}}}
+                                  for i in range(candidates)],
+        'aggregates': []})
+
+
+class TestOneFitRunWhateverTheCandidates(WeigherTestCase):
+    """The request is placed as the scheduler consumes it: one fit run.
+
+    Nova's filter runs the fit once per allocation candidate, each run
+    starting from the instance cell ids the last one left, so a host can
+    pass on a later candidate's run although a fresh run fails. The
+    scheduler's consume_from_request (and the compute's claim) then fit
+    once, from the request: that fails, and the weigher must see it fail
+    too, whatever the number of candidates.
+    """
+
+    def test_weight_does_not_depend_on_the_candidates(self):
+        # Three 1 GiB cells cannot take the 2 GiB cell, but Nova's second
+        # run says they can (its fit cache, keyed by cell ids that the
+        # first run left equal).
+        self.loaded = [flavor('one', 1, 1024, {'hw:numa_nodes': '1'})]
+        spec = request(flavor('asymmetric', 2, 3072, {
+            'hw:numa_nodes': '2', 'hw:numa_cpus.0': '0',
+            'hw:numa_cpus.1': '1', 'hw:numa_mem.0': '1024',
+            'hw:numa_mem.1': '2048'}))
+        for backend in ('c', 'python'):
+            self.conf.config(fit_backend=backend, group='nova_sched_ext')
+            if backend == 'c' and engine.backend_name() != 'c':
+                self.skipTest('the C fit helper is not built')
+            by_candidates = []
+            for candidates in (1, 2):
+                self.weigher = self.make_weigher()
+                hosts = [shared_host_state('roomy', [(2, 4096)] * 3),
+                         shared_host_state('tight', [(1, 1024)] * 3,
+                                           candidates)]
+                by_candidates.append(self.weigher.weigh_objects(
+                    [weights.WeighedHost(h, 0.0) for h in hosts], spec))
+            self.assertEqual(by_candidates[0], by_candidates[1], backend)
