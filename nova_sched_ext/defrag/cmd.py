@@ -382,6 +382,7 @@ def run_apply(args, stdout, context=None, compute=None):
         raise UsageError('--parallel must be at least 1, not %d'
                          % args.parallel)
     capacity_cmd.load_config(args, PROG)
+    _check_defrag_options()
     if compute is None and not args.dry_run:
         compute = _compute()
     plan = executor.read_plan(args.plan_file, args.ignore_checksum)
@@ -419,6 +420,22 @@ def run_apply(args, stdout, context=None, compute=None):
         return 1
     stdout.write('%d move(s): %s.\n' % (len(moves), summary))
     return 0
+
+
+def _check_defrag_options():
+    """Refuse a bad value of ``[nova_sched_ext_defrag]`` before any move.
+
+    keystoneauth's float options there (``timeout``, the retry delays)
+    take nan and inf; the scheduler refuses them at start for its own
+    service-credential section, and this command does the same for its.
+    """
+    from oslo_config import cfg
+
+    from nova_sched_ext import conf as sched_ext_conf
+    try:
+        sched_ext_conf.check_values(cfg.CONF, defrag_conf.list_opts())
+    except sched_ext_conf.InvalidOptionValue as exc:
+        raise UsageError(str(exc)) from None
 
 
 # --- main ---------------------------------------------------------------

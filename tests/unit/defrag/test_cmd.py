@@ -28,6 +28,7 @@ import sys
 from unittest import mock
 
 import fixtures
+from oslo_config import cfg
 
 from nova_sched_ext.defrag import conf as defrag_conf  # noqa: F401
 from nova_sched_ext.defrag import executor
@@ -272,6 +273,20 @@ class TestInputBounds(CommandTestCase):
                     2, self.main('apply', huge, '--dry-run'),
                     'error: plan file %s is larger than 64 MiB' % huge)
         loads.assert_not_called()
+
+    def test_service_credential_floats_must_be_finite(self):
+        cfg.CONF.set_override('timeout', float('nan'),
+                              group='nova_sched_ext_defrag')
+        self.addCleanup(cfg.CONF.clear_override, 'timeout',
+                        group='nova_sched_ext_defrag')
+        plan = self.write('plan.json', '{}')
+        with mock.patch.object(self.cmd.capacity_cmd, 'load_config'), \
+                mock.patch.object(model, 'read_document') as read:
+            self.assertOneLineError(
+                2, self.main('apply', plan, '--dry-run'),
+                'invalid value of [nova_sched_ext_defrag] timeout: nan is '
+                'not a finite number')
+        read.assert_not_called()
 
     def test_duplicate_instance_in_a_state(self):
         entry = self.saved['instances'][0]
