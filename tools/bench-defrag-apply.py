@@ -21,11 +21,11 @@ from nova_sched_ext.defrag import executor
 from nova_sched_ext.defrag import model
 from nova_sched_ext.defrag import planner
 from nova_sched_ext.defrag import state as planning_state
-from nova_sched_ext.offline.sim import defrag
-from nova_sched_ext.offline.sim import policies
-from nova_sched_ext.offline.sim import replay
-from nova_sched_ext.offline.sim import state as sim_state
-from nova_sched_ext.offline.sim import trace
+from nova_sched_ext_tools.sim import defrag
+from nova_sched_ext_tools.sim import policies
+from nova_sched_ext_tools.sim import replay
+from nova_sched_ext_tools.sim import state as sim_state
+from nova_sched_ext_tools.sim import trace
 
 GB = 1024
 HOSTS = int(sys.argv[1]) if len(sys.argv) > 1 else 2

@@ -13,7 +13,7 @@
 """Base class of the functional tests: a real Nova on fake NUMA hosts.
 
 The services, fake hosts and boot helpers live in
-:mod:`nova_sched_ext.offline.harness.cloud` (the demo uses them too); this
+:mod:`nova_sched_ext_tools.harness.cloud` (the demo uses them too); this
 adds the assertions the tests share.
 """
 
@@ -21,7 +21,7 @@ import itertools
 
 from nova_sched_ext import host_state
 from nova_sched_ext import manager
-from nova_sched_ext.offline.harness import cloud
+from nova_sched_ext_tools.harness import cloud
 
 NUMA_FIT_FILTER = cloud.NUMA_FIT_FILTER
 NUMA_TOPOLOGY_FILTER = cloud.NUMA_TOPOLOGY_FILTER

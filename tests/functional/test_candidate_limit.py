@@ -17,7 +17,7 @@ Real Nova scheduler managers (stock ``nova.scheduler.manager
 and the real placement service of Nova's functional tests, with
 ``[scheduler] max_placement_results = 1000``.  Computes at this scale are
 too heavy to run, so the cloud is written the way the scale bench writes
-it (:func:`nova_sched_ext.offline.bench.scale.populate`: services, compute
+it (:func:`nova_sched_ext_tools.bench.scale.populate`: services, compute
 nodes with their NUMA topology, resource providers with inventories,
 traits and the allocations of what already runs, in bulk).
 
@@ -60,8 +60,8 @@ from oslo_utils import timeutils
 from placement import db_api as placement_db
 
 from nova_sched_ext import host_state
-from nova_sched_ext.offline.bench import scale
-from nova_sched_ext.offline import hosts
+from nova_sched_ext_tools.bench import scale
+from nova_sched_ext_tools import hosts
 
 HOSTS = 1500
 LIMIT = 1000

@@ -42,8 +42,8 @@ from nova import context as nova_context
 from nova.tests.fixtures import libvirt as fakelibvirt
 
 from nova_sched_ext import capacity
-from nova_sched_ext.offline.harness import cloud
-from nova_sched_ext.offline.harness import fake_hosts as fh
+from nova_sched_ext_tools.harness import cloud
+from nova_sched_ext_tools.harness import fake_hosts as fh
 from tests.functional import base
 
 GIB = 1024

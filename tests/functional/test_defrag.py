@@ -41,7 +41,7 @@ from openstack import connection
 
 from nova_sched_ext.defrag import live
 from nova_sched_ext.defrag import model as defrag_model
-from nova_sched_ext.offline.harness import fake_hosts
+from nova_sched_ext_tools.harness import fake_hosts
 from tests.functional import base
 
 SMALL = fake_hosts.pinned('small.2', 2, 512)

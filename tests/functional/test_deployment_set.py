@@ -35,8 +35,8 @@ from nova.compute import instance_actions
 
 from nova_sched_ext.deployment_set import members
 from nova_sched_ext import manager
-from nova_sched_ext.offline.harness import cloud
-from nova_sched_ext.offline.harness import fake_hosts
+from nova_sched_ext_tools.harness import cloud
+from nova_sched_ext_tools.harness import fake_hosts
 from tests.functional import base
 from tests import redis_server
 

@@ -30,8 +30,8 @@ from nova import exception
 from nova import objects
 from nova.tests.functional import integrated_helpers
 
-from nova_sched_ext.offline.harness import cloud
 from nova_sched_ext.virt import fake_numa
+from nova_sched_ext_tools.harness import cloud
 
 #: where the test's driver is importable for [DEFAULT] compute_driver
 ALIAS = 'nse_test_fake_numa_per_host'

@@ -25,8 +25,8 @@ same rule, and the computes must accept the limits it records.
 from unittest import mock
 
 from nova_sched_ext.fit import engine
-from nova_sched_ext.offline.harness import cloud
-from nova_sched_ext.offline.harness import scenarios
+from nova_sched_ext_tools.harness import cloud
+from nova_sched_ext_tools.harness import scenarios
 from tests.functional import base
 
 NUMA_FIT = base.NUMA_FIT_FILTER

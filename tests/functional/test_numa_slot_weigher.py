@@ -14,7 +14,7 @@
 
 Three identical 2-cell hosts (4 pinned CPUs per cell), three small pinned
 servers, then a dual-NUMA server that needs all 8 pinned CPUs of one host
-(:data:`nova_sched_ext.offline.harness.scenarios.NUMA_SLOT`).  The boot
+(:data:`nova_sched_ext_tools.harness.scenarios.NUMA_SLOT`).  The boot
 sequence runs twice on the same hosts; the runs differ in one option,
 ``[filter_scheduler] weight_classes``:
 
@@ -29,7 +29,7 @@ reference flavors give the same packing, and the weigher loaded with a
 multiplier of 0 spreads like Nova's weighers alone.
 """
 
-from nova_sched_ext.offline.harness import scenarios
+from nova_sched_ext_tools.harness import scenarios
 from tests.functional import base
 
 SCENARIO = scenarios.NUMA_SLOT

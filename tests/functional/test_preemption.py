@@ -30,13 +30,13 @@ from openstack import exceptions as sdk_exc
 import oslo_messaging as messaging
 
 from nova_sched_ext import coordination
-from nova_sched_ext.offline.harness import fake_hosts
-from nova_sched_ext.offline.harness import scenarios
 from nova_sched_ext.preemption import driver
 from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.preemption import journal
 from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reservation
+from nova_sched_ext_tools.harness import fake_hosts
+from nova_sched_ext_tools.harness import scenarios
 from tests.functional import base
 from tests import redis_server
 

@@ -175,5 +175,5 @@ class TestSimulator(CommandsTestCase):
             self.assertIn(word, lines[0])
 
     def test_unreadable_config_files(self):
-        from nova_sched_ext.offline.sim import cli
+        from nova_sched_ext_tools.sim import cli
         self.check(lambda path: cli.main(['--config-file', path]))

@@ -214,10 +214,10 @@ class TestInstalledMetadata(base.TestCase):
                                            'nova_sched_ext'))
 
     def test_console_scripts(self):
-        self.assertEqual({'nova_sched_ext.offline.bench.cli:main'},
+        self.assertEqual({'nova_sched_ext_tools.bench.cli:main'},
                          self._entry_point('console_scripts',
                                            'nova-sched-ext-bench'))
-        self.assertEqual({'nova_sched_ext.offline.demo:main'},
+        self.assertEqual({'nova_sched_ext_tools.demo:main'},
                          self._entry_point('console_scripts',
                                            'nova-sched-ext-demo'))
         self.assertEqual({'nova_sched_ext.broker.cmd:main'},
@@ -229,9 +229,9 @@ class TestInstalledMetadata(base.TestCase):
 
     def test_saved_states_the_defrag_command_reads(self):
         # nova-sched-ext-defrag plan --state picks the reader by format
-        from nova_sched_ext.offline.sim import state as sim_state
+        from nova_sched_ext_tools.sim import state as sim_state
         self.assertEqual(
-            {'nova_sched_ext.offline.sim.defrag_report:planner_input'},
+            {'nova_sched_ext_tools.sim.defrag_report:planner_input'},
             self._entry_point('nova_sched_ext.defrag.saved_states',
                               sim_state.FORMAT))
 

@@ -33,7 +33,7 @@ from oslo_config import cfg
 from nova_sched_ext.defrag import conf as defrag_conf  # noqa: F401
 from nova_sched_ext.defrag import executor
 from nova_sched_ext.defrag import model
-from nova_sched_ext.offline.sim import state as sim_state
+from nova_sched_ext_tools.sim import state as sim_state
 from tests import base
 from tests.unit.defrag import test_executor
 from tests.unit.defrag import test_planner

@@ -28,9 +28,9 @@ from nova_sched_ext.defrag import executor
 from nova_sched_ext.defrag import model
 from nova_sched_ext.defrag import planner
 from nova_sched_ext.defrag import state as planning_state
-from nova_sched_ext.offline.sim import defrag
-from nova_sched_ext.offline.sim import state as sim_state
-from nova_sched_ext.offline.sim import trace
+from nova_sched_ext_tools.sim import defrag
+from nova_sched_ext_tools.sim import state as sim_state
+from nova_sched_ext_tools.sim import trace
 from tests.unit.defrag import test_planner
 
 

@@ -17,7 +17,7 @@ fit and the claim), saved as ``nova-sched-ext-sim --save-state`` saves it,
 so the instances sit where Nova put them, in the cells Nova gave them.
 Every plan is then replayed move by move on a fresh copy with Nova's
 ``numa_fit_instance_to_host`` and the rules
-(:func:`nova_sched_ext.offline.sim.defrag.check_plan`): the oracle.
+(:func:`nova_sched_ext_tools.sim.defrag.check_plan`): the oracle.
 """
 
 import random
@@ -26,11 +26,11 @@ from nova_sched_ext.defrag import model
 from nova_sched_ext.defrag import planner
 from nova_sched_ext.defrag import state as planning_state
 from nova_sched_ext.defrag import validity
-from nova_sched_ext.offline.sim import cloud as sim_cloud
-from nova_sched_ext.offline.sim import defrag
-from nova_sched_ext.offline.sim import state as sim_state
-from nova_sched_ext.offline.sim import trace
-from tests.unit.sim import base
+from nova_sched_ext_tools.sim import cloud as sim_cloud
+from nova_sched_ext_tools.sim import defrag
+from nova_sched_ext_tools.sim import state as sim_state
+from nova_sched_ext_tools.sim import trace
+from tests.unit.tools.sim import base
 
 GB = base.GB
 LARGE = trace.Flavor(16, 32 * GB, 2)

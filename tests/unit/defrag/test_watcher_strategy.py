@@ -16,7 +16,7 @@ This side has Nova: it replays a small cloud with the simulator, saves its
 end state (the ``--state FILE`` of ``nova-sched-ext-defrag plan``), plans
 on it in this process with the planner's own API, and describes Watcher's
 model of the same cloud (the nodes and instances,
-:func:`nova_sched_ext.offline.sim.watcher_baseline.cloud_description`).
+:func:`nova_sched_ext_tools.sim.watcher_baseline.cloud_description`).
 Watcher's side (:mod:`watcher_cases`, on Watcher's strategy test base)
 runs in a fresh interpreter, as Watcher and Nova cannot share one: the
 strategy there runs the real ``nova-sched-ext-defrag`` on the state file,
@@ -38,11 +38,11 @@ import tempfile
 
 from nova_sched_ext.defrag import model
 from nova_sched_ext.defrag import planner
-from nova_sched_ext.offline.sim import defrag
-from nova_sched_ext.offline.sim import state as sim_state
-from nova_sched_ext.offline.sim import watcher_baseline
+from nova_sched_ext_tools.sim import defrag
+from nova_sched_ext_tools.sim import state as sim_state
+from nova_sched_ext_tools.sim import watcher_baseline
 from tests.unit.defrag import test_planner
-from tests.unit.sim import base
+from tests.unit.tools.sim import base
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, 'watcher_cases.py')

@@ -68,7 +68,7 @@ from nova_sched_ext.defrag import watcher_engine
 from nova_sched_ext.defrag import watcher_goal
 from nova_sched_ext.defrag import watcher_planner
 from nova_sched_ext.defrag import watcher_strategy
-from nova_sched_ext.offline.sim import watcher_run
+from nova_sched_ext_tools.sim import watcher_run
 
 SCENARIO_ENV = 'NOVA_SCHED_EXT_WATCHER_SCENARIO'
 

@@ -35,8 +35,8 @@ from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import members
 from nova_sched_ext.deployment_set import rules
 from nova_sched_ext.filters import deployment_set
-from nova_sched_ext.offline.sim import cloud
-from nova_sched_ext.offline.sim import trace
+from nova_sched_ext_tools.sim import cloud
+from nova_sched_ext_tools.sim import trace
 from tests import base
 
 PARTITIONS = 3

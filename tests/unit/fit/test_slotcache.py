@@ -52,7 +52,7 @@ def fresh(hosts, shapes, weights, request, room_cap):
 
 
 def bench_host(cells):
-    from nova_sched_ext.offline.bench import cli as bench
+    from nova_sched_ext_tools.bench import cli as bench
     return bench.host_topology(objects, cells)
 
 
@@ -129,7 +129,7 @@ class TestSlotArena(base.TestCase):
         return self._clock[0]
 
     def _cloud(self, count, seed=1):
-        from nova_sched_ext.offline.bench import cli as bench
+        from nova_sched_ext_tools.bench import cli as bench
         rng = random.Random(seed)
         hosts = bench._cloud(objects, count, rng)
         for h in hosts:
@@ -140,7 +140,7 @@ class TestSlotArena(base.TestCase):
         return hosts
 
     def _shapes(self):
-        from nova_sched_ext.offline.bench import cli as bench
+        from nova_sched_ext_tools.bench import cli as bench
         topology = bench.instance_topology(objects, 1, 4, 4096)
         small = test_slots.to_shape(topology)._replace(vcpus=0,
                                                        memory_mb=4096)
@@ -157,7 +157,7 @@ class TestSlotArena(base.TestCase):
         self.check(arena, hosts[:70], small)
         self.check(arena, hosts, big, 0)
         # records of another size are appended, then compacted
-        from nova_sched_ext.offline.bench import cli as bench
+        from nova_sched_ext_tools.bench import cli as bench
         for h in hosts[::3]:
             h.numa_topology = bench.host_topology(objects, 1)
             h.updated = None
@@ -370,7 +370,7 @@ class TestHostsWithAbsurdValues(base.TestCase):
         self.small, self.big = cloud._shapes()
         self.check = cloud.check
         self.good, self.bad, self.later = cloud._cloud(3, seed=11)
-        from nova_sched_ext.offline.bench import cli as bench
+        from nova_sched_ext_tools.bench import cli as bench
         # Hosts the requests fit, each with a weight of its own.
         for i, h in enumerate((self.good, self.bad, self.later)):
             h.numa_topology = bench.host_topology(

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from nova_sched_ext.offline.bench import victims as bench
 from nova_sched_ext.preemption import strategies
 from nova_sched_ext.preemption.strategies import minimal
 from nova_sched_ext.preemption.strategies import search as search_mod
 from nova_sched_ext.preemption import victims
+from nova_sched_ext_tools.bench import victims as bench
 from tests import base
 from tests.unit.preemption import test_victims
 from tests.unit.preemption import victims_fixtures as fx

@@ -24,8 +24,8 @@ from nova import objects
 from nova.tests.unit.scheduler import fakes
 from nova.virt import hardware
 
-from nova_sched_ext.offline.bench import victims as bench
 from nova_sched_ext.preemption import victims as victims_mod
+from nova_sched_ext_tools.bench import victims as bench
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 

@@ -1,0 +1,160 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-sched-ext-bench scale`` runs end to end and reports its shape."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+from testtools import content
+
+from nova_sched_ext_tools.bench import cli as bench
+from nova_sched_ext_tools.bench import scale
+from tests import base
+
+HOSTS = 20
+REQUESTS = 5
+
+
+#: configures Nova as the bench does, without the schemas and RPC
+CONFIGURE_NOVA = """
+from unittest import mock
+from nova_sched_ext_tools.bench import scale
+with mock.patch('nova.db.migration.db_sync'), mock.patch('nova.rpc.init'):
+    conf = scale.configure_nova({'api': 'sqlite://', 'cell': 'sqlite://'})
+print(conf.profiler.enabled)
+"""
+
+
+class TestConfigureNova(base.TestCase):
+
+    def test_with_osprofiler_importable(self):
+        # osprofiler is in many OpenStack environments; with it, Nova's
+        # database code reads [profiler], which only Nova's start-up
+        # registers.
+        if importlib.util.find_spec('osprofiler') is None:
+            self.skipTest('osprofiler is not installed')
+        # In a process of its own: Nova's global options.
+        done = subprocess.run(
+            [sys.executable, '-c', CONFIGURE_NOVA], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, timeout=300, check=False)
+        self.addDetail('stderr', content.text_content(
+            done.stderr.decode('utf-8', 'replace')))
+        self.assertEqual(0, done.returncode)
+        self.assertEqual(b'False\n', done.stdout)
+
+
+class TestScaleBenchRun(base.TestCase):
+    """A tiny run on sqlite: placement, both schedulers, the figures."""
+
+    def test_tiny_run_json(self):
+        # In a process of its own: the bench configures Nova's global
+        # options and database engines, which must not leak into the
+        # other tests of this worker.
+        env = dict(os.environ, PYTHONHASHSEED='0')
+        done = subprocess.run(
+            [sys.executable, '-m', 'nova_sched_ext_tools.bench.cli',
+             'scale', '--json', '--hosts', str(HOSTS), '--requests',
+             str(REQUESTS), '--db', 'sqlite'],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            timeout=900, check=False)
+        self.addDetail('stderr', content.text_content(
+            done.stderr.decode('utf-8', 'replace')))
+        self.assertEqual(0, done.returncode)
+        result = json.loads(done.stdout)
+        self.assertEqual(['runs', 'wall_s'], sorted(result))
+        (run,) = result['runs']
+        self.assertEqual((HOSTS, REQUESTS), (run['hosts'], run['requests']))
+        self.assertEqual('sqlite', run['database'])
+        self.assertEqual(REQUESTS, len(run['per_request']))
+        self.assertEqual(sorted(scale.SIDES), sorted(run['sides']))
+        for side in scale.SIDES:
+            figures = run['sides'][side]
+            self.assertEqual(sorted(scale.PHASES),
+                             sorted(figures['phases_ms']))
+            for phase, values in figures['phases_ms'].items():
+                self.assertEqual(['p50', 'p95', 'p99'], sorted(values),
+                                 phase)
+                self.assertLessEqual(values['p50'], values['p99'], phase)
+            for phase in ('total', 'placement', 'refresh', 'filters',
+                          'weighers', 'claims'):
+                self.assertGreater(figures['phases_ms'][phase]['p50'], 0.0,
+                                   (side, phase))
+            self.assertEqual(REQUESTS, figures['placed'] + figures['refused'])
+            self.assertGreater(figures['placed'], 0, side)
+        package, nova = run['sides']['package'], run['sides']['nova']
+        self.assertIn('NUMATopologyFilter', nova['filters'])
+        self.assertIn('FastNUMATopologyFilter', package['filters'])
+        self.assertNotIn('NUMATopologyFilter', package['filters'])
+        self.assertNotIn('FastNUMATopologyFilter', nova['filters'])
+        self.assertEqual('fast', run['package_numa_filter'])
+        self.assertIn('NUMASlotWeigher', package['weighers'])
+        self.assertIn('FastNUMATopologyFilter',
+                      package['filters_by_name_ms'])
+        # The same state for both on every request: the package's filter
+        # keeps what Nova's would, so both place the same requests.
+        self.assertEqual(run['sides']['nova']['placed'],
+                         run['sides']['package']['placed'])
+        self.assertEqual(run['sides']['nova']['placed'], run['both_placed'])
+        self.assertEqual((0, 0), (run['only_nova_placed'],
+                                  run['only_package_placed']))
+        for row in run['per_request']:
+            self.assertEqual(row['nova_host'] is None,
+                             row['package_host'] is None, row)
+
+
+class TestScaleBenchHelpers(base.TestCase):
+
+    def test_percentiles_by_nearest_rank(self):
+        values = list(range(1, 101))
+        self.assertEqual({'p50': 50, 'p95': 95, 'p99': 99},
+                         scale.summary(values))
+        self.assertEqual({'p50': 2, 'p95': 3, 'p99': 3},
+                         scale.summary([3, 1, 2]))
+        self.assertIsNone(scale.percentile([], 50))
+
+    def test_derived_phases(self):
+        phases = scale._net_phases({
+            'total': 10.0, 'placement': 2.0, 'refresh': 3.0,
+            'refresh_db': 1.0, 'candidate_copy': 0.5, 'filters': 2.5,
+            'weighers': 1.0, 'claims': 0.5})
+        self.assertEqual(2.0, phases['filters'])
+        self.assertEqual(3.5, phases['refresh'])
+        self.assertEqual(2.0, phases['refresh_objects'])
+        self.assertEqual(7.0, phases['own'])
+        self.assertEqual(1.0, phases['other'])
+
+    def test_bad_sizes_are_one_line(self):
+        for bad in ('', 'ten', '1000,-1', '0'):
+            error = self.assertRaises(
+                SystemExit, self.run_main, bench.main, 'scale', '--hosts',
+                bad)
+            self.assertIn('--hosts must be positive whole numbers',
+                          str(error))
+
+    def test_package_filters_put_numa_fit_first(self):
+        defaults = ['ComputeFilter', 'ServerGroupAffinityFilter']
+        self.assertEqual(['ComputeFilter', 'ServerGroupAffinityFilter',
+                          'PciPassthroughFilter', 'NUMATopologyFilter'],
+                         scale.nova_filters(defaults))
+        self.assertEqual(['ComputeFilter', 'ServerGroupAffinityFilter',
+                          'PciPassthroughFilter', 'NUMAFitFilter',
+                          'NUMATopologyFilter'],
+                         scale.package_filters(defaults, 'prefilter'))
+        self.assertEqual(['ComputeFilter', 'ServerGroupAffinityFilter',
+                          'PciPassthroughFilter', 'FastNUMATopologyFilter'],
+                         scale.package_filters(defaults))
+        self.assertEqual(['NUMATopologyFilter', 'PciPassthroughFilter'],
+                         scale.nova_filters(['NUMATopologyFilter']))
