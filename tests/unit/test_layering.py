@@ -15,25 +15,28 @@
 The rings of the design (``fit/`` at the core, the scheduler plugins around
 it, then the scheduler manager and preemption, the offline tools outside)
 may use what is inside them, never what is outside.  Every module under
-``nova_sched_ext/`` is parsed (nothing is imported) and each of its imports
-is checked, the ones inside functions too: top-level and lazy imports,
-``from . import x`` and ``importlib.import_module('...')`` with a literal
-name.
+``nova_sched_ext/`` and ``nova_sched_ext_tools/`` is parsed (nothing is
+imported) and each of its imports is checked, the ones inside functions
+too: top-level and lazy imports, ``from . import x`` and
+``importlib.import_module('...')`` with a literal name.  Imports are not
+the only way in: ``setup.cfg``'s entry points are read too (see below).
 
 The rules, each with the reason a failure gives:
 
 * ``fit/`` imports nothing of the package but ``fit/`` and ``conf``;
 * only :data:`C_HELPER_SEAM` imports the compiled helper
   (:data:`C_HELPER`);
-* nothing outside ``offline/`` imports ``offline/`` (the code a Nova
-  service loads never needs a tool), except the console scripts of
-  :data:`TOOL_COMMANDS` that still live in ``cmd/``;
+* nothing under ``nova_sched_ext/`` imports the offline tools,
+  ``nova_sched_ext_tools`` (the code a Nova service or an operator
+  service loads never needs a tool), nor their deprecated old path
+  ``nova_sched_ext.offline``, except the alias modules of
+  :data:`TOOL_ALIASES`; the tools themselves use the new path only;
 * ``filters/``, ``weighers/`` and ``deployment_set/`` import neither
   ``preemption/`` nor ``manager`` and its ``candidates`` (nor what sits
   outside those);
 * ``broker/`` sits above Nova: it imports no ``nova`` module, and of the
   package only :data:`BROKER_MAY_IMPORT` (none of which imports Nova);
-  nothing but ``offline/`` imports ``broker/``;
+  nothing but the offline tools imports ``broker/``;
 * ``defrag/``, an operator service beside ``capacity/``, imports neither
   the broker, nor the scheduler manager, nor the offline tools;
 * the Watcher plugins (:data:`WATCHER_PLUGINS`) run in Watcher's decision
@@ -42,10 +45,29 @@ The rules, each with the reason a failure gives:
   the package only each other and :data:`WATCHER_PLUGINS_MAY_IMPORT`;
   nothing else in the package imports them, and only they and
   :data:`WATCHER_RUNNERS` import ``watcher``;
-* nothing under ``nova_sched_ext/`` imports ``tests``.
+* nothing under ``nova_sched_ext/`` or ``nova_sched_ext_tools/`` imports
+  ``tests``.
+
+And the entry points of ``setup.cfg`` (:func:`entry_point_violations`),
+by which Nova, oslo.config, Watcher, the OpenStack client, tempest and the
+package's own registry load code without an import statement to see:
+
+* every group is either ``console_scripts`` or a runtime group, one of
+  :data:`RUNTIME_GROUPS` (a new group must be classified here);
+* no entry point names the deprecated path ``nova_sched_ext.offline``;
+* an entry point of a runtime group never points into
+  ``nova_sched_ext_tools``, except in the groups of
+  :data:`TOOL_PLUGIN_GROUPS`: plug-in points the runtime declares and the
+  tools fill, loaded by name only when a command is asked for that input
+  (``TestToolPluginGroups`` checks that importing their reader loads no
+  tool);
+* a console script points into ``nova_sched_ext_tools`` if and only if it
+  is one of :data:`TOOL_SCRIPTS`.
 """
 
 import ast
+import configparser
+import fnmatch
 import importlib.util
 import os
 import subprocess
@@ -54,6 +76,12 @@ import sys
 from tests import base
 
 PACKAGE = 'nova_sched_ext'
+#: The offline tools, outside the runtime package, and their old path.
+TOOLS = 'nova_sched_ext_tools'
+OLD_TOOLS = 'nova_sched_ext.offline'
+#: The deprecated alias modules of the old path: the only modules of the
+#: runtime package that may reach the tools (by the old names only).
+TOOL_ALIASES = ('nova_sched_ext.offline',)
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
@@ -64,22 +92,17 @@ C_HELPER_SEAM = 'nova_sched_ext.fit.lowlevel'
 #: What fit/ may import of the package besides itself.
 FIT_MAY_IMPORT = ('nova_sched_ext.conf',)
 
-#: Console scripts of the offline tools still in cmd/ (they will move under
-#: offline/ and leave this tuple empty).
-TOOL_COMMANDS = ()
-
 #: The scheduler's plugins, and what they must not reach.
 PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
            'nova_sched_ext.deployment_set')
 ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
                  'nova_sched_ext.host_state', 'nova_sched_ext.candidates',
                  'nova_sched_ext.capacity', 'nova_sched_ext.cmd',
-                 'nova_sched_ext.offline', 'nova_sched_ext.defrag')
+                 'nova_sched_ext.defrag')
 
 #: The defragmentation service, and what it must not reach.
 DEFRAG = 'nova_sched_ext.defrag'
-DEFRAG_MAY_NOT_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.manager',
-                         'nova_sched_ext.offline')
+DEFRAG_MAY_NOT_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.manager')
 
 #: Watcher's plugins of the package (setup.cfg's watcher_* entry points and
 #: their options), what else they may import of it (no Nova in either), and
@@ -91,7 +114,7 @@ WATCHER_PLUGINS = ('nova_sched_ext.defrag.watcher_strategy',
                    'nova_sched_ext.defrag.watcher_conf')
 WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',
                               'nova_sched_ext.opt_types')
-WATCHER_RUNNERS = ('nova_sched_ext.offline.sim.watcher_run',)
+WATCHER_RUNNERS = ('nova_sched_ext_tools.sim.watcher_run',)
 
 #: The broker, above Nova, and what it may import of the package: the
 #: plugin registry, the capacity API's client, the option types (and the
@@ -102,6 +125,34 @@ BROKER_MAY_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.registry',
                      'nova_sched_ext.capacity.api_conf',
                      'nova_sched_ext.opt_types',
                      'nova_sched_ext.version')
+
+#: Entry-point groups whose entry points the runtime loads (fnmatch
+#: patterns): the package's own registries (nova_sched_ext.*), Nova's
+#: (nova.*), oslo.config's option lists (the sample config), Watcher's
+#: plugins, the OpenStack client's and tempest's.
+RUNTIME_GROUPS = ('nova_sched_ext.*', 'nova.*', 'oslo.config.opts',
+                  'watcher_*', 'openstack.*', 'tempest.*')
+
+#: The console scripts of the offline tools.
+TOOL_SCRIPTS = ('nova-sched-ext-bench', 'nova-sched-ext-demo',
+                'nova-sched-ext-sim')
+
+#: Runtime groups the tools may fill, and the command of the runtime that
+#: loads them, only when asked for that input.
+#:
+#: nova_sched_ext.defrag.saved_states: ``nova-sched-ext-defrag plan --state
+#: FILE`` reads a saved state with the reader its format names.  The only
+#: format is the simulator's own (written by ``nova-sched-ext-sim
+#: --save-state``): its reader rebuilds the simulator's cloud from the
+#: trace's hosts and flavors (and, for an old state, the trace's files), so
+#: it is tools' code; moving it into defrag/ would move the simulator's
+#: trace and host model into the runtime.  The group is a plug-in point
+#: defrag/ declares and the tools fill: the defrag command names no tool,
+#: loads the reader by the file's format inside ``plan --state`` only, and
+#: says "no saved-state format is installed" without one.
+TOOL_PLUGIN_GROUPS = {
+    'nova_sched_ext.defrag.saved_states': 'nova_sched_ext.defrag.cmd',
+}
 
 
 def within(name, prefixes):
@@ -147,10 +198,17 @@ def _called_name(func):
     return None
 
 
-def package_modules(top=TOP):
-    """``{module name: (path, source, is_package)}`` under nova_sched_ext."""
+def package_modules(top=TOP, packages=(PACKAGE, TOOLS)):
+    """``{module name: (path, source, is_package)}`` under the packages."""
     modules = {}
-    root = os.path.join(top, PACKAGE)
+    for package in packages:
+        modules.update(_modules_under(top, package))
+    return modules
+
+
+def _modules_under(top, package):
+    modules = {}
+    root = os.path.join(top, package)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames
                              if d != '__pycache__' and not d.startswith('.'))
@@ -188,6 +246,14 @@ def violations(modules):
 def _broken_rule(module, name):
     if within(name, 'tests'):
         return 'the package never imports the tests'
+    if within(name, OLD_TOOLS) and within(module, TOOLS):
+        return ('%s is a deprecated alias: the tools import each other as '
+                '%s' % (OLD_TOOLS, TOOLS))
+    if within(name, (TOOLS, OLD_TOOLS)) and module not in TOOL_ALIASES \
+            and not within(module, TOOLS):
+        return ('offline tools live outside the runtime: nothing under %s '
+                'imports %s (nor its deprecated alias %s)'
+                % (PACKAGE, TOOLS, OLD_TOOLS))
     if within(name, C_HELPER) and module != C_HELPER_SEAM:
         return ('only %s imports the compiled C helper; use it'
                 % C_HELPER_SEAM)
@@ -215,18 +281,13 @@ def _broken_rule(module, name):
             and name != 'nova_sched_ext.capacity':
         return ('broker/ imports of the package only %s (the rest pulls '
                 'in nova)' % ', '.join(BROKER_MAY_IMPORT))
-    if within(name, BROKER) and not within(
-            module, (BROKER, 'nova_sched_ext.offline')):
-        return ('broker/ is the outermost ring: only offline/ tools '
+    if within(name, BROKER) and not within(module, (BROKER, TOOLS)):
+        return ('broker/ is the outermost ring: only the offline tools '
                 'import it')
     if within(module, 'nova_sched_ext.fit') and \
             not within(name, ('nova_sched_ext.fit',) + FIT_MAY_IMPORT):
         return ('fit/ is the core: it imports nothing of the package but '
                 'fit/ and %s' % ', '.join(FIT_MAY_IMPORT))
-    if within(name, 'nova_sched_ext.offline') and \
-            not within(module, ('nova_sched_ext.offline',) + TOOL_COMMANDS):
-        return ('offline/ holds tools: nothing a Nova service loads '
-                'imports them')
     if within(module, PLUGINS) and within(name, ABOVE_PLUGINS):
         return ('filters, weighers and deployment sets are below the '
                 'scheduler manager and preemption: they import neither')
@@ -237,16 +298,91 @@ def _broken_rule(module, name):
     return None
 
 
+def setup_cfg_entry_points(path=os.path.join(TOP, 'setup.cfg')):
+    """``{group: {name: 'module:attribute'}}`` of setup.cfg."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    with open(path, encoding='utf-8') as f:
+        parser.read_file(f)
+    return _entry_points(parser)
+
+
+def _entry_points(parser):
+    groups = {}
+    for group, text in parser['entry_points'].items():
+        entries = groups[group] = {}
+        for line in text.splitlines():
+            if '=' in line:
+                name, target = line.split('=', 1)
+                entries[name.strip()] = target.strip()
+    return groups
+
+
+def entry_points_of(text):
+    """The entry points of a setup.cfg text (a synthetic one in a test)."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    parser.read_string(text)
+    return _entry_points(parser)
+
+
+def entry_point_violations(groups):
+    """Every entry point that breaks a rule, as one line each."""
+    problems = []
+    for group, entries in sorted(groups.items()):
+        runtime = any(fnmatch.fnmatchcase(group, pattern)
+                      for pattern in RUNTIME_GROUPS)
+        if not runtime and group != 'console_scripts':
+            problems.append(
+                '[entry_points] %s: neither console_scripts nor a runtime '
+                'group (RUNTIME_GROUPS): say in test_layering.py who loads '
+                'it' % group)
+            continue
+        for name, target in sorted(entries.items()):
+            module = target.split(':', 1)[0].strip()
+            reason = _broken_entry_point(group, name, module, runtime)
+            if reason:
+                problems.append('[entry_points] %s: %s = %s: %s'
+                                % (group, name, target, reason))
+    return problems
+
+
+def _broken_entry_point(group, name, module, runtime):
+    if within(module, OLD_TOOLS):
+        return ('%s is a deprecated alias: entry points name %s'
+                % (OLD_TOOLS, TOOLS))
+    in_tools = within(module, TOOLS)
+    if runtime and in_tools and group not in TOOL_PLUGIN_GROUPS:
+        return ('the runtime loads this group: its entry points never '
+                'point into the offline tools (%s)' % TOOLS)
+    if group == 'console_scripts' and in_tools != (name in TOOL_SCRIPTS):
+        return ('a console script points into %s if and only if it is a '
+                "tool's (TOOL_SCRIPTS: %s)" % (TOOLS, ', '.join(TOOL_SCRIPTS)))
+    return None
+
+
 class TestLayering(base.TestCase):
 
     def test_imports_point_inwards(self):
         modules = package_modules()
         # The walk found the package, not an empty directory.
         self.assertIn('nova_sched_ext.fit.engine', modules)
-        self.assertIn('nova_sched_ext.offline.sim.replay', modules)
+        self.assertIn('nova_sched_ext_tools.sim.replay', modules)
         self.assertIn('nova_sched_ext.broker.service', modules)
         self.assertIn('nova_sched_ext.defrag.planner', modules)
+        for alias in TOOL_ALIASES:
+            self.assertIn(alias, modules)
         problems = violations(modules)
+        self.assertEqual([], problems, '\n'.join(problems))
+
+    def test_entry_points_keep_to_the_rings(self):
+        groups = setup_cfg_entry_points()
+        # The reader found setup.cfg's entry points, not an empty section.
+        self.assertIn('nova-sched-ext-sim', groups['console_scripts'])
+        self.assertIn('nova_sched_ext.filters', groups)
+        for group in TOOL_PLUGIN_GROUPS:
+            self.assertIn(group, groups)
+        problems = entry_point_violations(groups)
         self.assertEqual([], problems, '\n'.join(problems))
 
     def test_the_seam_is_the_importer(self):
@@ -255,11 +391,12 @@ class TestLayering(base.TestCase):
         self.assertIn(C_HELPER, [name for _line, name in imports_of(
             source, C_HELPER_SEAM, is_package, path)])
 
-    def test_tool_commands_exist(self):
-        modules = package_modules()
-        for command in TOOL_COMMANDS:
-            self.assertIn(command, modules,
-                          '%s moved: drop it from TOOL_COMMANDS' % command)
+    def test_the_aliases_name_the_tools(self):
+        # An alias module that lost its target would alias nothing.
+        from nova_sched_ext import offline
+        self.assertEqual(TOOLS, offline.NEW_PACKAGE)
+        self.assertEqual(TOOLS + '.sim.cli',
+                         offline.new_name(OLD_TOOLS + '.sim.cli'))
 
 
 class TestRules(base.TestCase):
@@ -304,11 +441,39 @@ class TestRules(base.TestCase):
             self.assertRefused(
                 module, 'def f():\n'
                 '    from nova_sched_ext.offline import hosts\n',
-                'offline/ holds tools')
+                'offline tools live outside the runtime')
+            self.assertRefused(
+                module, 'def f():\n'
+                '    from nova_sched_ext_tools import hosts\n',
+                'offline tools live outside the runtime')
+            self.assertRefused(
+                module, 'import importlib\n'
+                "m = importlib.import_module('nova_sched_ext_tools.sim')\n",
+                'offline tools live outside the runtime')
         self.assertEqual([], self.check(
-            'nova_sched_ext.offline.sim.cloud',
-            'from nova_sched_ext.offline import hosts\n'
+            'nova_sched_ext_tools.sim.cloud',
+            'from nova_sched_ext_tools import hosts\n'
             'from nova_sched_ext.filters import numa_fit\n'))
+
+    def test_only_the_aliases_reach_the_tools(self):
+        # The alias package may name the tools; a module beside it may not.
+        self.assertEqual([], self.check(
+            'nova_sched_ext.offline',
+            'import importlib\n'
+            "t = importlib.import_module('nova_sched_ext_tools')\n",
+            is_package=True))
+        self.assertRefused(
+            'nova_sched_ext.offline.extra',
+            'from nova_sched_ext_tools import hosts\n',
+            'offline tools live outside the runtime')
+
+    def test_the_tools_use_their_new_names(self):
+        self.assertRefused('nova_sched_ext_tools.sim.cloud',
+                           'from nova_sched_ext.offline import hosts\n',
+                           'deprecated alias')
+        self.assertRefused('nova_sched_ext_tools.bench.cli',
+                           'import nova_sched_ext.offline.sim.cli\n',
+                           'deprecated alias')
 
     def test_plugins_stay_below_the_manager(self):
         self.assertRefused('nova_sched_ext.filters.numa_fit',
@@ -346,13 +511,13 @@ class TestRules(base.TestCase):
                            'from nova_sched_ext.broker import planning\n',
                            'outermost ring')
         self.assertEqual([], self.check(
-            'nova_sched_ext.offline.sim.broker',
+            'nova_sched_ext_tools.sim.broker',
             'from nova_sched_ext.broker import planning\n'))
 
     def test_defrag_stays_an_operator_service(self):
         self.assertRefused('nova_sched_ext.defrag.planner',
-                           'from nova_sched_ext.offline.sim import cloud\n',
-                           'offline/ holds tools')
+                           'from nova_sched_ext_tools.sim import cloud\n',
+                           'offline tools live outside the runtime')
         self.assertRefused('nova_sched_ext.defrag.executor',
                            'from nova_sched_ext import manager\n',
                            'operator service beside capacity/')
@@ -390,9 +555,102 @@ class TestRules(base.TestCase):
             'from . import watcher_planner\n'))
 
     def test_no_tests_in_the_package(self):
-        self.assertRefused('nova_sched_ext.offline.harness.cloud',
+        self.assertRefused('nova_sched_ext_tools.harness.cloud',
                            'from tests.functional import base\n',
                            'never imports the tests')
+        self.assertRefused('nova_sched_ext.manager',
+                           'from tests import base\n',
+                           'never imports the tests')
+
+    def test_only_the_watcher_runners_of_the_tools_import_watcher(self):
+        self.assertRefused('nova_sched_ext_tools.sim.defrag',
+                           'import watcher.conf\n', 'a process that has '
+                           'Nova cannot')
+        self.assertEqual([], self.check(WATCHER_RUNNERS[0],
+                                        'import watcher.conf\n'))
+
+
+class TestEntryPointRules(base.TestCase):
+    """The entry-point checker finds entry points into the tools."""
+
+    def check(self, text):
+        return entry_point_violations(entry_points_of(
+            '[entry_points]\n' + text))
+
+    def assertRefused(self, text, words):
+        problems = self.check(text)
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn(words, problems[0])
+
+    def test_runtime_groups_never_point_into_the_tools(self):
+        for group in ('nova_sched_ext.filters', 'nova.scheduler.driver',
+                      'oslo.config.opts', 'watcher_strategies',
+                      'openstack.cli.extension', 'tempest.test_plugins'):
+            self.assertRefused(
+                '%s =\n    x = nova_sched_ext_tools.sim.cli:main\n' % group,
+                'never point into the offline tools')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.filters =\n'
+            '    F = nova_sched_ext.filters.numa_fit:NUMAFitFilter\n'
+            # a name that only starts like the tools' package is not theirs
+            'oslo.config.opts =\n    o = nova_sched_ext_toolsy.conf:f\n'))
+
+    def test_the_deprecated_path_is_never_named(self):
+        self.assertRefused(
+            'nova_sched_ext.filters =\n'
+            '    F = nova_sched_ext.offline.harness.weighers:W\n',
+            'deprecated alias')
+        self.assertRefused(
+            'console_scripts =\n'
+            '    nova-sched-ext-sim = nova_sched_ext.offline.sim.cli:main\n',
+            'deprecated alias')
+
+    def test_only_the_plug_in_groups_take_the_tools(self):
+        self.assertEqual([], self.check(
+            'nova_sched_ext.defrag.saved_states =\n'
+            '    f/1 = nova_sched_ext_tools.sim.defrag_report:reader\n'))
+        self.assertRefused(
+            'nova_sched_ext.defrag.plans =\n'
+            '    f/1 = nova_sched_ext_tools.sim.defrag_report:reader\n',
+            'never point into the offline tools')
+
+    def test_console_scripts_of_the_tools_and_of_the_runtime(self):
+        self.assertRefused(
+            'console_scripts =\n'
+            '    nova-sched-ext-capacity = nova_sched_ext_tools.bench.cli:main'
+            '\n', 'if and only if')
+        self.assertRefused(
+            'console_scripts =\n'
+            '    nova-sched-ext-sim = nova_sched_ext.capacity.cmd:main\n',
+            'if and only if')
+        self.assertEqual([], self.check(
+            'console_scripts =\n'
+            '    nova-sched-ext-sim = nova_sched_ext_tools.sim.cli:main\n'
+            '    nova-sched-ext-defrag = nova_sched_ext.defrag.cmd:main\n'))
+
+    def test_a_new_group_must_be_classified(self):
+        self.assertRefused('paste.app_factory =\n'
+                           '    main = nova_sched_ext.capacity.api:app\n',
+                           'neither console_scripts nor a runtime group')
+
+
+class TestToolPluginGroups(base.TestCase):
+    """The runtime loads a tools' plug-in group only when asked for it."""
+
+    def test_importing_the_reader_loads_no_tool(self):
+        readers = sorted(set(TOOL_PLUGIN_GROUPS.values()))
+        code = ('import sys\n' + ''.join('import %s\n' % m for m in readers)
+                + "print(sorted(m for m in sys.modules if m == %r or "
+                  "m.startswith(%r)))\n" % (TOOLS, TOOLS + '.'))
+        out = subprocess.run([sys.executable, '-c', code], cwd=TOP,
+                             capture_output=True, text=True, check=True)
+        self.assertEqual('[]', out.stdout.strip(), out.stderr)
+
+    def test_the_reader_names_its_group(self):
+        # The module said to load the group does load it.
+        for group, reader in TOOL_PLUGIN_GROUPS.items():
+            path, source, _is_package = package_modules()[reader]
+            self.assertIn(repr(group), source, path)
 
 
 class TestBrokerLoadsNoNova(base.TestCase):
