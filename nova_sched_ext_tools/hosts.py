@@ -12,12 +12,15 @@
 
 """Host NUMA topologies for the offline tools, from a few numbers per cell.
 
-Every tool that needs a compute host describes it here, as a sequence of
-:class:`Cell` (CPUs, threads, memory, huge pages and what is already in
-use), and gets it in the form it needs:
+The one host factory of the tools: every tool that needs a compute host
+(the simulator, the benchmarks, the in-process cloud harness) describes it
+here, as a sequence of :class:`Cell` (CPUs, threads, memory, huge pages and
+what is already in use), and gets it in the form it needs:
 
 * :func:`numa_topology`: the ``objects.NUMATopology`` a compute node
-  reports (the simulator, the benchmarks);
+  reports (the simulator, the benchmarks), built by the runtime's
+  :mod:`nova_sched_ext.fit.host_topology` as the fake NUMA virt driver
+  builds its own;
 * :func:`libvirt_host_info`: the fake libvirt host that Nova's libvirt
   driver reads and turns into that topology itself (the in-process cloud
   harness);
@@ -39,8 +42,11 @@ objects are imported when a topology is built, not on import.
 
 import dataclasses
 
+from nova_sched_ext.fit import host_topology
+from nova_sched_ext_tools import loader
+
 #: Page sizes, in KiB.
-PAGE_4K = 4
+PAGE_4K = host_topology.PAGE_4K
 PAGE_2M = 2048
 PAGE_1G = 1024 * 1024
 
@@ -129,10 +135,8 @@ class Cell:
 
     def siblings(self, first_cpu):
         """The cell's cores, as sets of CPU ids, its first CPU given."""
-        cores = self.cores
-        return [{first_cpu + core + thread * cores
-                 for thread in range(self.threads)}
-                for core in range(cores)]
+        return host_topology.core_siblings(first_cpu, self.cores,
+                                           self.threads)
 
 
 def numa_topology(cells, socket=None):
@@ -144,8 +148,7 @@ def numa_topology(cells, socket=None):
         CPUs, siblings and pages described, no network metadata, and the
         usage given.
     """
-    from nova_sched_ext_tools import loader
-    objects = loader.load_nova()
+    loader.load_nova()
     result = []
     first_cpu = 0
     for cell_id, cell in enumerate(cells):
@@ -153,22 +156,18 @@ def numa_topology(cells, socket=None):
         first_cpu += cell.cpus
         shared_cores = cell.shared // cell.threads
         used = dict(cell.pages_used)
-        result.append(objects.NUMACell(
-            id=cell_id, socket=socket,
+        result.append(host_topology.numa_cell(
+            cell_id, socket=socket,
             cpuset=set().union(*cores[:shared_cores]),
             pcpuset=set().union(*cores[shared_cores:]),
-            memory=cell.memory_mb,
-            cpu_usage=cell.cpu_usage,
-            memory_usage=cell.memory_usage_mb,
-            pinned_cpus=set().union(*(cores[c] for c in cell.pinned_cores)),
             siblings=cores,
-            mempages=[objects.NUMAPagesTopology(
-                size_kb=size_kb, total=total, used=used.get(size_kb, 0),
-                reserved=0)
-                for size_kb, total in cell.page_totals()],
-            network_metadata=objects.NetworkMetadata(
-                physnets=set(), tunneled=False)))
-    return objects.NUMATopology(cells=result)
+            memory_mb=cell.memory_mb,
+            pages=[(size_kb, total, used.get(size_kb, 0))
+                   for size_kb, total in cell.page_totals()],
+            cpu_usage=cell.cpu_usage,
+            memory_usage_mb=cell.memory_usage_mb,
+            pinned_cpus=set().union(*(cores[c] for c in cell.pinned_cores))))
+    return host_topology.numa_topology(result)
 
 
 def placement_resources(cells):

@@ -64,10 +64,10 @@ from oslo_serialization import jsonutils
 
 import nova.conf
 from nova import exception
-from nova import objects
 from nova.virt import fake
 from nova.virt import hardware
 
+from nova_sched_ext.fit import host_topology
 from nova_sched_ext.virt import conf as virt_conf
 from nova_sched_ext.virt import layout as layout_mod
 
@@ -130,26 +130,23 @@ class FakeNUMADriver(fake.FakeDriverWithoutFakeNodes):
         return frozenset(shared), frozenset(dedicated)
 
     def host_numa_topology(self):
-        """The host's NUMA topology, without usage (Nova adds the usage)."""
+        """The host's NUMA topology, without usage (Nova adds the usage).
+
+        Built as the offline tools build theirs
+        (:mod:`nova_sched_ext.fit.host_topology`): one core per CPU, memory
+        in 4 KiB pages, a socket per cell.
+        """
         cells = []
-        pages_4k = self.layout.memory_mb_per_cell * 1024 // 4
         for cell_id in range(self.layout.cells):
             cpus = self.layout.cell_cpus(cell_id)
-            cells.append(objects.NUMACell(
-                id=cell_id,
+            cells.append(host_topology.numa_cell(
+                cell_id,
                 cpuset=cpus & self.shared_cpus,
                 pcpuset=cpus & self.dedicated_cpus,
-                memory=self.layout.memory_mb_per_cell,
-                cpu_usage=0,
-                memory_usage=0,
-                pinned_cpus=set(),
-                siblings=[{cpu} for cpu in sorted(cpus)],
-                mempages=[objects.NUMAPagesTopology(
-                    size_kb=4, total=pages_4k, used=0, reserved=0)],
-                network_metadata=objects.NetworkMetadata(
-                    physnets=set(), tunneled=False),
+                siblings=host_topology.core_siblings(min(cpus), len(cpus)),
+                memory_mb=self.layout.memory_mb_per_cell,
                 socket=cell_id))
-        return objects.NUMATopology(cells=cells)
+        return host_topology.numa_topology(cells)
 
     def get_available_resource(self, nodename):
         resources = super().get_available_resource(nodename)

@@ -57,6 +57,7 @@ import sys
 import time
 
 from nova_sched_ext import version
+from nova_sched_ext_tools import hosts
 from nova_sched_ext_tools import loader
 
 
@@ -87,32 +88,28 @@ def _nova():
 
 def host_topology(objects, cells, cores=16, threads=2, memory_mb=65536,
                   pinned_share=0.0, used_share=0.0, rng=None):
-    """A libvirt-like host: dedicated CPUs with SMT siblings, 2M pages."""
+    """A libvirt-like host: dedicated CPUs with SMT siblings, 2M pages.
+
+    Half of each cell's memory is in 2 MiB pages; ``pinned_share`` of its
+    cores are pinned (drawn from ``rng``, core by core) and ``used_share``
+    of its memory and pages in use.  Built by the tools' one host factory
+    (:mod:`nova_sched_ext_tools.hosts`), which loads Nova's objects itself
+    (``objects`` is the callers' and unused).
+    """
     rng = rng or random.Random(0)
-    result = []
-    per_cell = cores * threads
-    for c in range(cells):
-        cpus = list(range(c * per_cell, (c + 1) * per_cell))
-        siblings = [set(cpus[i::cores]) for i in range(cores)]
-        pinned = set()
-        for sib in siblings:
-            if rng.random() < pinned_share:
-                pinned |= sib
+    host_cells = []
+    for _cell in range(cells):
+        pinned = tuple(core for core in range(cores)
+                       if rng.random() < pinned_share)
         pages_2m = memory_mb // 2 // 2
-        result.append(objects.NUMACell(
-            id=c, cpuset=set(), pcpuset=set(cpus), memory=memory_mb,
-            cpu_usage=0, memory_usage=int(memory_mb * used_share),
-            pinned_cpus=pinned, siblings=siblings,
-            mempages=[
-                objects.NUMAPagesTopology(
-                    size_kb=4, total=memory_mb * 256 // 2,
-                    used=int(memory_mb * 256 // 2 * used_share), reserved=0),
-                objects.NUMAPagesTopology(
-                    size_kb=2048, total=pages_2m,
-                    used=int(pages_2m * used_share), reserved=0)],
-            network_metadata=objects.NetworkMetadata(physnets=set(),
-                                                     tunneled=False)))
-    return objects.NUMATopology(cells=result)
+        host_cells.append(hosts.Cell(
+            memory_mb=memory_mb, dedicated=cores * threads, threads=threads,
+            pages_2m=pages_2m, pinned_cores=pinned,
+            memory_usage_mb=int(memory_mb * used_share),
+            pages_used=(
+                (hosts.PAGE_4K, int(memory_mb * 256 // 2 * used_share)),
+                (hosts.PAGE_2M, int(pages_2m * used_share)))))
+    return hosts.numa_topology(host_cells)
 
 
 def instance_topology(objects, cells, vcpus_per_cell, memory_per_cell,

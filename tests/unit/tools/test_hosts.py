@@ -12,9 +12,14 @@
 
 """The host factory of the offline tools: numbering, pages, usage."""
 
+from unittest import mock
+
 from nova import objects
 from nova.virt import hardware
+from oslo_config import fixture as config_fixture
 
+from nova_sched_ext.virt import fake_numa
+from nova_sched_ext_tools.bench import cli as bench_cli
 from nova_sched_ext_tools.bench import victims
 from nova_sched_ext_tools import hosts
 from nova_sched_ext_tools.sim import cloud
@@ -110,6 +115,39 @@ class TestNumaTopology(base.TestCase):
                 [hosts.Cell(memory_mb=8192, shared=2, dedicated=4)] * 2,
                 socket=0).obj_to_primitive(),
             victims.host_topology().obj_to_primitive())
+        # The fit, filter and weigher benchmarks: dedicated cores with
+        # SMT siblings, half the memory in 2M pages, some of it in use.
+        self.assertEqual(
+            hosts.numa_topology(
+                [hosts.Cell(memory_mb=4096, dedicated=8, threads=2,
+                            pages_2m=1024, pinned_cores=pinned,
+                            memory_usage_mb=2048,
+                            pages_used=((hosts.PAGE_4K, 262144),
+                                        (hosts.PAGE_2M, 512)))
+                 for pinned in ((1,), (0, 2))]).obj_to_primitive(),
+            bench_cli.host_topology(
+                objects, 2, cores=4, memory_mb=4096, pinned_share=0.5,
+                used_share=0.5,
+                rng=mock.Mock(random=mock.Mock(side_effect=[
+                    0.9, 0.1, 0.9, 0.9, 0.1, 0.9, 0.1, 0.9]))
+            ).obj_to_primitive())
+
+    def test_the_fake_virt_driver_builds_the_same_host(self):
+        # nova_sched_ext.virt.fake_numa may not import the tools: both
+        # build through nova_sched_ext.fit.host_topology.  For a layout of
+        # shared CPUs only, the driver's host is the factory's with one
+        # socket per cell.
+        flags = self.useFixture(config_fixture.Config(fake_numa.CONF))
+        flags.config(numa_topology='2x4x4096', group=fake_numa.GROUP_NAME)
+        driver = fake_numa.FakeNUMADriver(None)
+        expected = [
+            hosts.numa_topology([hosts.Cell(memory_mb=4096, shared=4)] * 2,
+                                socket=socket).cells[cell_id]
+            for cell_id, socket in enumerate((0, 1))]
+        self.assertEqual(
+            [c.obj_to_primitive() for c in expected],
+            [c.obj_to_primitive()
+             for c in driver.host_numa_topology().cells])
 
 
 class TestLibvirtHostInfo(base.TestCase):
