@@ -78,6 +78,11 @@ function _nova_sched_ext_options {
     "$(_nova_sched_ext_python)" "$NOVA_SCHED_EXT_CHECK" options
 }
 
+# Print "OLD NEW" for each renamed [nova_sched_ext] option, one a line.
+function _nova_sched_ext_renamed_options {
+    "$(_nova_sched_ext_python)" "$NOVA_SCHED_EXT_CHECK" renamed
+}
+
 # Whether n-sch must run the package's scheduler (status 0) or Nova's (1).
 function _nova_sched_ext_own_scheduler {
     case "${NOVA_SCHED_EXT_SCHEDULER,,}" in
@@ -196,6 +201,30 @@ function configure_nova_sched_ext {
             iniset "$conf" nova_sched_ext "$option" "${!variable}"
         fi
     done
+
+    # The variable of a renamed option's old name still sets it, unless the
+    # variable of its new name is set; the old name leaves nova.conf.
+    local old new renamed
+    renamed=$(_nova_sched_ext_renamed_options) || \
+        die $LINENO "nova-sched-ext: cannot list the renamed options"
+    while read -r old new; do
+        [[ -n "$old" ]] || continue
+        variable=NOVA_SCHED_EXT_${old^^}
+        if [[ -v $variable || -v NOVA_SCHED_EXT_${new^^} ]]; then
+            inidelete "$conf" nova_sched_ext "$old"
+        fi
+        if [[ ! -v $variable ]]; then
+            continue
+        elif [[ -v NOVA_SCHED_EXT_${new^^} ]]; then
+            warn $LINENO "nova-sched-ext: $variable is ignored:" \
+                "NOVA_SCHED_EXT_${new^^} is set ([nova_sched_ext] $old" \
+                "is now $new)"
+        else
+            warn $LINENO "nova-sched-ext: $variable is deprecated: set" \
+                "NOVA_SCHED_EXT_${new^^} ([nova_sched_ext] $old is now $new)"
+            iniset "$conf" nova_sched_ext "$new" "${!variable}"
+        fi
+    done <<< "$renamed"
 
     if [[ "$NOVA_SCHED_EXT_PREEMPTION" == "True" ]]; then
         configure_nova_sched_ext_preemption
@@ -480,7 +509,9 @@ function unconfigure_nova_sched_ext {
                 "$(_nova_sched_ext_without "$value" \
                     "$NOVA_SCHED_EXT_WEIGHT_CLASSES")"
         fi
-        for option in $(_nova_sched_ext_options 2>/dev/null); do
+        for option in $(_nova_sched_ext_options 2>/dev/null) \
+                $(_nova_sched_ext_renamed_options 2>/dev/null | \
+                    cut -d' ' -f1); do
             inidelete "$conf" nova_sched_ext "$option"
         done
         for section in "$NOVA_SCHED_EXT_EVICTOR_SECTION" \

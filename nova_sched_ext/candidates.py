@@ -64,14 +64,13 @@ report client unchanged.
 
 import threading
 
-from nova import conf as nova_conf
 from nova import exception
 from oslo_log import log as logging
 
-from nova_sched_ext import conf  # noqa: F401 (the [nova_sched_ext] options)
+from nova_sched_ext import conf
 
 LOG = logging.getLogger(__name__)
-CONF = nova_conf.CONF
+CONF = conf.CONF
 
 #: the filters that make a wider query affordable (either one)
 NUMA_FIT_FILTERS = ('NUMAFitFilter', 'FastNUMATopologyFilter')

@@ -25,7 +25,7 @@ shared backend:
   back when its owner dies (:mod:`nova_sched_ext.preemption.journal`).
 
 The backend is the `tooz <https://docs.openstack.org/tooz/>`_ URL of
-``[nova_sched_ext] deployment_set_lock_url`` (``redis://host:6379`` is the
+``[nova_sched_ext] coordination_url`` (``redis://host:6379`` is the
 tested one for several hosts), or, unset, the file backend in
 ``deployment_set_lock_dir`` (the scheduler processes of one host only).
 Locks are tooz locks, on any backend tooz has.  Records live beside them:
@@ -113,8 +113,8 @@ class BackendUnusable(Exception):
 def backend_url():
     """The tooz URL of the backend: the option, else the file backend."""
     opts = CONF.nova_sched_ext
-    if opts.deployment_set_lock_url:
-        return opts.deployment_set_lock_url
+    if opts.coordination_url:
+        return opts.coordination_url
     return 'file://%s' % os.path.abspath(opts.deployment_set_lock_dir)
 
 
@@ -249,7 +249,7 @@ class Backend(object):
         if self._unusable:
             raise BackendUnavailable(
                 'the coordination backend %s cannot be used (%s): fix '
-                '[nova_sched_ext] deployment_set_lock_url and restart'
+                '[nova_sched_ext] coordination_url and restart'
                 % (safe_url(self.url), self._unusable))
         if since is not None:
             raise BackendUnavailable(
@@ -350,7 +350,7 @@ class Backend(object):
         if not has_records(url):
             raise BackendUnsupported(
                 'the coordination backend %s ([nova_sched_ext] '
-                'deployment_set_lock_url) holds locks only, not the records '
+                'coordination_url) holds locks only, not the records '
                 'the preemption driver keeps (its preemptible placements '
                 'and its evictions in progress): use redis://, or leave the '
                 'option unset for file records (one scheduler host only)'
@@ -577,12 +577,12 @@ def check_at_start(manager):
     if not isinstance(backend, Backend):
         return
     url = backend.url
-    if not CONF.nova_sched_ext.deployment_set_lock_url and \
+    if not CONF.nova_sched_ext.coordination_url and \
             url == backend_url():
         _check_lock_dir(os.path.abspath(
             CONF.nova_sched_ext.deployment_set_lock_dir))
         return
-    option = '[nova_sched_ext] deployment_set_lock_url'
+    option = '[nova_sched_ext] coordination_url'
     scheme = url.partition('://')[0] if '://' in url else ''
     known = sorted(ep.name for ep in
                    importlib.metadata.entry_points(group='tooz.backends'))

@@ -19,6 +19,11 @@
     plugin.sh maps the variable ``NOVA_SCHED_EXT_<NAME>`` (upper case) to
     each of them.
 
+``renamed``
+    Print ``OLD NEW`` for each option of ``[nova_sched_ext]`` that has a
+    deprecated name, one a line: plugin.sh still reads the variable of the
+    old name.
+
 ``check --config-file nova.conf [--config-file ...]``
     Load the configuration the way the scheduler will and stop early on
     what would otherwise break it later: a name in ``[filter_scheduler]
@@ -42,20 +47,23 @@ GROUP = 'nova_sched_ext'
 
 
 def _package_opts():
-    from nova_sched_ext import conf as nse_conf
-    from nova_sched_ext.preemption import conf as preemption_conf
+    """The options of [nova_sched_ext]; importing them registers them."""
+    from nova_sched_ext.conf import scheduler
 
-    found = []
-    for module in (nse_conf, preemption_conf):
-        for group, opts in module.list_opts():
-            if getattr(group, 'name', group) == GROUP:
-                found.extend(opts)
-    return found
+    return list(scheduler.ALL_OPTS)
 
 
 def cmd_options(args):
     for opt in _package_opts():
         print(opt.dest)
+    return 0
+
+
+def cmd_renamed(args):
+    for opt in _package_opts():
+        for old in opt.deprecated_opts:
+            if old.name and old.group in (None, GROUP):
+                print(old.name.replace('-', '_'), opt.dest)
     return 0
 
 
@@ -128,7 +136,7 @@ def _check_package_opts(conf, problems):
 
 def _check_driver(conf, scheduler_command, problems):
     """The driver exists, runs, and can evict if it is the preemption one."""
-    from nova_sched_ext.preemption import conf as preemption_conf
+    from nova_sched_ext.conf import evictor as evictor_conf
     from nova_sched_ext import registry
 
     try:
@@ -145,13 +153,13 @@ def _check_driver(conf, scheduler_command, problems):
             'nova-sched-ext-scheduler, and n-sch runs nova-scheduler (set '
             'NOVA_SCHED_EXT_SCHEDULER=auto or True).' % (GROUP, driver))
     if driver == 'preemption':
-        evictor = conf[preemption_conf.EVICTOR_GROUP_NAME]
+        evictor = conf[evictor_conf.GROUP_NAME]
         if not evictor.auth_type:
             problems.append(
                 '[%s] has no credentials (auth_type, auth_url, username...): '
                 'the preemption driver could not evict anything. Nova\'s '
                 '[service_user] section, which the plugin copies, is empty.'
-                % preemption_conf.EVICTOR_GROUP_NAME)
+                % evictor_conf.GROUP_NAME)
 
 
 def _check_fake_virt(topologies, problems):
@@ -170,14 +178,15 @@ def _check_fake_virt(topologies, problems):
 
 def cmd_check(args):
     # Importing Nova's configuration registers every option the scheduler
-    # reads; the package registers its own group when imported.
+    # reads, the package's conf package every option of the package, on
+    # the same (oslo.config's global) CONF.
     # Import-time deprecation noise (eventlet) would bury the findings.
     warnings.simplefilter('ignore')
     import nova.conf
-    from nova_sched_ext import conf as nse_conf  # noqa: F401
-    from nova_sched_ext.preemption import conf as p_conf  # noqa: F401
+    from nova_sched_ext import conf as nse_conf
 
-    conf = nova.conf.CONF
+    conf = nse_conf.CONF
+    assert conf is nova.conf.CONF
     problems = []
     try:
         conf([], project='nova', default_config_files=args.config_file)
@@ -216,6 +225,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
     sub.add_parser('options', help='list the [nova_sched_ext] options')
+    sub.add_parser('renamed', help='list the renamed [nova_sched_ext] '
+                   'options: OLD NEW')
     check = sub.add_parser('check', help='validate nova.conf')
     check.add_argument('--config-file', action='append', required=True)
     check.add_argument('--fake-topology', action='append', default=[],
@@ -225,6 +236,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == 'options':
         return cmd_options(args)
+    if args.command == 'renamed':
+        return cmd_renamed(args)
     return cmd_check(args)
 
 

@@ -21,7 +21,7 @@ Routes:
 ``GET /v1/capacity``
     The capacity report of :func:`nova_sched_ext.capacity.compute` as JSON.
     Query parameters: ``flavor`` (repeatable; default every flavor),
-    ``by`` (one of :data:`~nova_sched_ext.capacity.api_conf.SCOPES`,
+    ``by`` (one of :data:`~nova_sched_ext.conf.capacity.SCOPES`,
     default ``cloud``), ``az``, ``aggregate``, ``per_host`` and ``fresh``
     (booleans).
 
@@ -56,8 +56,8 @@ from oslo_log import log as logging
 import webob
 import webob.dec
 
-from nova_sched_ext.capacity import api_conf
 from nova_sched_ext.capacity import errors
+from nova_sched_ext.conf import capacity as capacity_conf
 
 LOG = logging.getLogger(__name__)
 
@@ -331,10 +331,10 @@ class CapacityApp:
                                 'Empty flavor in the query')
             flavors.add(flavor)
         by = request.GET.get('by', 'cloud')
-        if by not in api_conf.SCOPES:
+        if by not in capacity_conf.SCOPES:
             raise HTTPError(400, 'Bad Request',
                             'Invalid value %r for by: use one of %s'
-                            % (by, ', '.join(api_conf.SCOPES)))
+                            % (by, ', '.join(capacity_conf.SCOPES)))
         query = Query(flavors=tuple(sorted(flavors)) or None, by=by,
                       az=request.GET.get('az') or None,
                       aggregate=request.GET.get('aggregate') or None,

@@ -10,139 +10,35 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Options of the capacity API service and of the Prometheus exporter.
+"""Deprecated: the capacity services' options moved to the conf package.
 
-They live in the ``[nova_sched_ext_capacity]`` group, beside the options
-of the capacity count itself, in the files the services read (``nova.conf``
-and, usually, ``nova-sched-ext-capacity.conf``). Importing this module
-registers them on ``nova.conf.CONF``; ``list_opts`` feeds
-``oslo-config-generator`` through the ``oslo.config.opts`` entry point
-``nova_sched_ext.capacity_api``.
+They are in :mod:`nova_sched_ext.conf.capacity`.  This module was the
+target of the ``oslo.config.opts`` entry point
+``nova_sched_ext.capacity_api``, which now names
+:func:`nova_sched_ext.conf.opts.list_capacity_api_opts`; it keeps its
+names for code outside the package, and warns when imported.
 """
+
+import warnings
 
 from oslo_config import cfg
 
-GROUP_NAME = 'nova_sched_ext_capacity'
+from nova_sched_ext.conf import capacity
+from nova_sched_ext.conf import opts
 
-#: the keystone catalog service type of the capacity API
-SERVICE_TYPE = 'numa-capacity'
+warnings.warn('nova_sched_ext.capacity.api_conf is deprecated: use '
+              'nova_sched_ext.conf.capacity',
+              DeprecationWarning, stacklevel=2)
 
-#: the ``by`` values of a capacity query: how hosts are grouped into scopes
-SCOPES = ('cloud', 'az', 'aggregate', 'cell')
-
-AUTH_KEYSTONE = 'keystone'
-AUTH_NOAUTH = 'noauth'
-
-capacity_group = cfg.OptGroup(
-    GROUP_NAME,
-    title='nova-sched-ext capacity',
-    help='The NUMA-exact capacity count: how many more instances of each '
-         'flavor fit, and the services that publish it (the capacity API '
-         'and the Prometheus exporter).')
-
-api_opts = [
-    cfg.StrOpt(
-        'auth_strategy',
-        default=AUTH_KEYSTONE,
-        choices=[
-            (AUTH_KEYSTONE,
-             'Check tokens with keystonemiddleware (options in '
-             '[keystone_authtoken]) and require one of allowed_roles.'),
-            (AUTH_NOAUTH,
-             'No authentication and no role check: anyone who reaches the '
-             'service reads the capacity of the whole cloud. For tests '
-             'only.'),
-        ],
-        help='How the capacity API authenticates its callers. The version '
-             'document (GET /) is public either way.'),
-    cfg.ListOpt(
-        'allowed_roles',
-        default=['admin'],
-        help='Keystone roles that may read the capacity API (any one of '
-             'them suffices, compared without regard to case). The counts '
-             'reveal how full every host group of the cloud is, so the '
-             'default is admin only; add a reader role such as '
-             '"capacity_reader" for a multi-cluster broker or a '
-             'monitoring user.'),
-    cfg.IntOpt(
-        'refresh_interval',
-        default=60, min=1,
-        help='Seconds a capacity figure may get old. The capacity API '
-             'answers a query from the report it computed for the same '
-             'query less than this many seconds ago (a burst of requests '
-             'costs one count); the exporter counts again this often, '
-             'whatever the scrape interval.'),
-    cfg.IntOpt(
-        'api_cache_size',
-        default=128, min=1,
-        help='How many distinct queries (flavors, by, az, aggregate, '
-             'per_host) the capacity API keeps a report for; the least '
-             'recently used is dropped first.'),
-    cfg.BoolOpt(
-        'allow_fresh',
-        default=True,
-        help='Whether the capacity API honours ?fresh=true, which counts '
-             'again instead of answering from a report younger than '
-             'refresh_interval (without it, the default, a report is at '
-             'most refresh_interval seconds old, as its Age header says). '
-             'Concurrent fresh requests for the same query still share one '
-             'count.'),
-    cfg.IntOpt(
-        'api_answer_timeout',
-        default=30, min=1, max=3600,
-        help='Seconds a capacity API request waits for its count. A count '
-             'that takes longer goes on, and its report answers the next '
-             'request for the same query; this one gets 503 with a '
-             'Retry-After header. A database or placement that does not '
-             'answer fails the count sooner, after backend_timeout.'),
-]
-
-exporter_opts = [
-    cfg.HostAddressOpt(
-        'exporter_host',
-        default='127.0.0.1',
-        help='Address the Prometheus exporter '
-             '(nova-sched-ext-capacity-exporter) listens on for '
-             'scrapes of /metrics.'),
-    cfg.PortOpt(
-        'exporter_port',
-        default=9736,
-        help='Port the Prometheus exporter listens on.'),
-    cfg.ListOpt(
-        'exporter_scopes',
-        default=list(SCOPES),
-        item_type=cfg.types.String(choices=SCOPES),
-        help='The groupings the exporter publishes, one count each per '
-             'refresh: the whole cloud, availability zones, host '
-             'aggregates, cells. Each is a value of the scope label.'),
-    cfg.BoolOpt(
-        'export_per_host',
-        default=False,
-        help='Also publish each compute host\'s count (scope="host"). The '
-             'number of series is hosts times flavors: enable it only if '
-             'the Prometheus server can take that many.'),
-    cfg.IntOpt(
-        'exporter_refresh_timeout',
-        default=300, min=1, max=86400,
-        help='Seconds a refresh of the exporter may take. One that takes '
-             'longer counts as a failed refresh (the up series is 0, '
-             'refresh_errors_total grows, one line is logged); the next '
-             'refresh starts once it has ended. A database or placement '
-             'that does not answer fails a refresh sooner, after '
-             'backend_timeout.'),
-]
-
-ALL_OPTS = api_opts + exporter_opts
-
-
-def register_opts(conf):
-    conf.register_group(capacity_group)
-    conf.register_opts(ALL_OPTS, group=capacity_group)
-
-
-def list_opts():
-    return [(capacity_group, ALL_OPTS)]
-
-
+GROUP_NAME = capacity.GROUP_NAME
+SERVICE_TYPE = capacity.SERVICE_TYPE
+SCOPES = capacity.SCOPES
+AUTH_KEYSTONE = capacity.AUTH_KEYSTONE
+AUTH_NOAUTH = capacity.AUTH_NOAUTH
+capacity_group = capacity.capacity_group
+api_opts = capacity.api_opts
+exporter_opts = capacity.exporter_opts
+ALL_OPTS = capacity.api_opts + capacity.exporter_opts
+register_opts = capacity.register_opts
+list_opts = opts.list_capacity_api_opts
 CONF = cfg.CONF
-register_opts(CONF)

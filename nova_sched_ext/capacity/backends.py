@@ -24,13 +24,24 @@ and every answer, and a refused database fails at once.
 
 Only defaults change: what the files set (``max_retries``, ``[placement]
 timeout``, a timeout in a database URL) is kept.
+
+Before that, they call :func:`check_options`, so that a bad value in
+``[nova_sched_ext_capacity]`` is one line at start, not an error in the
+middle of a count.
 """
 
+import re
 import threading
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_sched_ext.capacity import errors
+from nova_sched_ext.conf import capacity as capacity_conf
+
 LOG = logging.getLogger(__name__)
+
+_FILE_IN_MESSAGE = re.compile(r"detail='([^']*)'")
 
 #: the MySQL drivers whose connect() takes these keyword arguments
 MYSQL_DRIVERS = ('pymysql', 'mysqldb')
@@ -69,6 +80,30 @@ def bound_mysql_connections(timeout):
                               _bound_mysql_connect):
             event.listen(sqlalchemy.engine.Engine, 'do_connect',
                          _bound_mysql_connect)
+
+
+def check_options(conf):
+    """Read every option of the group once; ConfigError for a bad value.
+
+    oslo.config checks a value from a file (bounds, choices) only when the
+    option is read, which would make a bad value an unexpected error in the
+    middle of a count.
+    """
+    group = getattr(conf, capacity_conf.GROUP_NAME)
+    for name in sorted(group):
+        try:
+            getattr(group, name)
+        except cfg.Error as exc:
+            # "Value for option X from LocationInfo(..., detail='FILE') is
+            # not valid: REASON", and no attribute holds FILE or REASON.
+            text = ' '.join(str(exc).split())
+            reason = text.split(' is not valid: ', 1)[-1]
+            where = _FILE_IN_MESSAGE.search(text)
+            raise errors.ConfigError(
+                'invalid value for [%s] %s%s: %s'
+                % (capacity_conf.GROUP_NAME, name,
+                   ' in %s' % where.group(1) if where else '',
+                   reason)) from None
 
 
 def bound(conf):

@@ -144,11 +144,10 @@ def load_config(args, prog=PROG):
             "scheduler's nova.conf (for example --config-file "
             '/etc/nova/nova.conf)')
     from nova_sched_ext.capacity import backends
-    from nova_sched_ext.capacity import conf as capacity_conf
     try:
         config.parse_args(argv, prog=prog, init_rpc=False,
                           configure_db=False)
-        capacity_conf.check_options(conf)
+        backends.check_options(conf)
     except cfg.Error as exc:
         raise UsageError(' '.join(str(exc).split())) from None
     except errors.ConfigError as exc:

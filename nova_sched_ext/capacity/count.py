@@ -48,14 +48,14 @@ import typing
 from nova import exception as nova_exc
 from nova import objects
 from nova.virt import hardware
-from oslo_config import cfg
 from oslo_log import log as logging
 
-from nova_sched_ext.capacity import conf as capacity_conf
+from nova_sched_ext import conf
+from nova_sched_ext.conf import capacity as capacity_conf
 from nova_sched_ext.fit import engine as fit_engine
 from nova_sched_ext.fit import model as m
 
-CONF = cfg.CONF
+CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 _PINNED = (m.CPU_DEDICATED, m.CPU_MIXED)

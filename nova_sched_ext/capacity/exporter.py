@@ -57,7 +57,6 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from nova_sched_ext.capacity import api_conf
 from nova_sched_ext.cmd import config_files
 from nova_sched_ext import version
 
@@ -353,12 +352,10 @@ def main(argv=None, stop=None):
     from nova import objects
 
     from nova_sched_ext.capacity import backends
-    from nova_sched_ext.capacity import conf as capacity_conf
     from nova_sched_ext.capacity import errors
 
     argv = sys.argv[1:] if argv is None else argv
     conf = nova.conf.CONF
-    api_conf.register_opts(conf)
     try:
         # A directory or a file that is not UTF-8 escapes oslo.config.
         config_files.check_command_line(list(argv), prog=PROG)
@@ -379,7 +376,7 @@ def main(argv=None, stop=None):
         return 2
     logging.setup(conf, 'nova-sched-ext')
     try:
-        capacity_conf.check_options(conf)
+        backends.check_options(conf)
     except errors.ConfigError as exc:
         sys.stderr.write('%s: error: %s\n' % (PROG, exc))
         return 2

@@ -38,7 +38,7 @@ from osc_lib.command import command
 from osc_lib import exceptions
 from osc_lib import utils
 
-from nova_sched_ext.capacity import api_conf
+from nova_sched_ext.conf import capacity as capacity_conf
 
 LOG = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ API_NAME = 'numa_capacity'
 API_VERSION_OPTION = 'os_numa_capacity_api_version'
 DEFAULT_API_VERSION = '1'
 API_VERSIONS = {'1': 'nova_sched_ext.capacity.osc.CapacityClient'}
-SERVICE_TYPE = api_conf.SERVICE_TYPE
+SERVICE_TYPE = capacity_conf.SERVICE_TYPE
 
 
 class CapacityClient:
@@ -151,9 +151,9 @@ class ListCapacity(command.Lister):
             help='Flavor to count (repeat the option to count several); '
                  'default: every flavor')
         parser.add_argument(
-            '--by', metavar='<scope>', choices=api_conf.SCOPES,
+            '--by', metavar='<scope>', choices=capacity_conf.SCOPES,
             help='Group the hosts by %s (default: cloud, one row for the '
-                 'whole cloud)' % ', '.join(api_conf.SCOPES))
+                 'whole cloud)' % ', '.join(capacity_conf.SCOPES))
         parser.add_argument(
             '--az', metavar='<availability-zone>',
             help='Count only the hosts of this availability zone')

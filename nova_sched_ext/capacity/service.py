@@ -50,19 +50,18 @@ from nova.scheduler.filters import compute_capabilities_filter
 from nova.scheduler.filters import num_instances_filter
 from nova.scheduler.filters import type_filter
 import os_traits
-from oslo_config import cfg
 from oslo_log import log as logging
 
-from nova_sched_ext.capacity import conf as capacity_conf  # noqa: F401
 from nova_sched_ext.capacity import count
 from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import flavors as flavor_requests
 from nova_sched_ext.capacity import placement
 from nova_sched_ext.capacity import pools
 from nova_sched_ext.capacity import sources
+from nova_sched_ext import conf
 from nova_sched_ext.fit import adapters
 
-CONF = cfg.CONF
+CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 #: how hosts can be grouped into scopes

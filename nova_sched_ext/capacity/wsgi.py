@@ -127,10 +127,10 @@ def build_application(conf, context_factory):
     from oslo_middleware import request_id
 
     from nova_sched_ext.capacity import api
-    from nova_sched_ext.capacity import api_conf
+    from nova_sched_ext.conf import capacity as capacity_conf
 
     strategy = conf.nova_sched_ext_capacity.auth_strategy
-    keystone = strategy == api_conf.AUTH_KEYSTONE
+    keystone = strategy == capacity_conf.AUTH_KEYSTONE
     app = api.CapacityApp(conf, context_factory, check_roles=keystone)
     if keystone:
         from keystonemiddleware import auth_token
@@ -158,12 +158,9 @@ def init_application(argv=None, env=None):
     from nova import context
     from nova import objects
 
-    from nova_sched_ext.capacity import api_conf
     from nova_sched_ext.capacity import backends
-    from nova_sched_ext.capacity import conf as capacity_conf
 
     conf = nova.conf.CONF
-    api_conf.register_opts(conf)
     files = config_files(env)
     # The API reads the databases and placement; it sends no RPC.
     config.parse_args(sys.argv if argv is None else argv,
@@ -171,7 +168,7 @@ def init_application(argv=None, env=None):
                       configure_db=False)
     logging.setup(conf, 'nova-sched-ext')
     # A bad value is refused here, in one line, not at the first request.
-    capacity_conf.check_options(conf)
+    backends.check_options(conf)
     # A request must get its 503 within seconds, whatever the backends do.
     backends.bound(conf)
     backends.configure_databases(conf)

@@ -57,9 +57,10 @@ from nova import service
 from nova import thread_pool_factory
 from nova import version
 
-from nova_sched_ext import conf as sched_ext_conf  # noqa: registers options
+from nova_sched_ext.conf import checks as conf_checks
+from nova_sched_ext.conf import evictor as evictor_conf
+from nova_sched_ext.conf import scheduler as scheduler_conf
 from nova_sched_ext import coordination
-from nova_sched_ext.preemption import conf as preemption_conf
 from nova_sched_ext import registry
 from nova_sched_ext import version as package_version
 
@@ -138,8 +139,8 @@ def main(argv=None):
         parse_args(argv, prog)
         # Every option of the package, now: most are read only by a worker
         # or at a request, where a bad value would be a traceback.
-        sched_ext_conf.check_values(
-            CONF, sched_ext_conf.list_opts() + preemption_conf.list_opts())
+        conf_checks.check_values(
+            CONF, scheduler_conf.list_opts() + evictor_conf.list_opts())
         logging.setup(CONF, "nova")
         objects.register_all()
         gmr_opts.set_defaults(CONF)
@@ -150,7 +151,7 @@ def main(argv=None):
         workers = CONF.scheduler.workers or processutils.get_worker_count()
         server = create_service()
         coordination.check_at_start(server.manager)
-    except (UsageError, sched_ext_conf.InvalidOptionValue,
+    except (UsageError, conf_checks.InvalidOptionValue,
             cfg.ConfigSourceValueError) as exc:
         # A value of the wrong type in a file is found only when the
         # option is read.

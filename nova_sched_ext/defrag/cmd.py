@@ -53,8 +53,7 @@ import os
 import sys
 
 from nova_sched_ext.capacity import errors
-# Registers [nova_sched_ext_defrag], which apply reads.
-from nova_sched_ext.defrag import conf as defrag_conf
+from nova_sched_ext.conf import defrag as defrag_conf
 from nova_sched_ext import version
 
 PROG = 'nova-sched-ext-defrag'
@@ -431,10 +430,10 @@ def _check_defrag_options():
     """
     from oslo_config import cfg
 
-    from nova_sched_ext import conf as sched_ext_conf
+    from nova_sched_ext.conf import checks
     try:
-        sched_ext_conf.check_values(cfg.CONF, defrag_conf.list_opts())
-    except sched_ext_conf.InvalidOptionValue as exc:
+        checks.check_values(cfg.CONF, defrag_conf.list_opts())
+    except checks.InvalidOptionValue as exc:
         raise UsageError(str(exc)) from None
 
 

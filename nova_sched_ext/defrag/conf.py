@@ -10,66 +10,29 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Options of ``nova-sched-ext-defrag``.
+"""Deprecated: defragmentation's options moved to the conf package.
 
-``[nova_sched_ext_defrag]`` holds the keystoneauth session, auth and
-adapter options of the service user that live-migrates the planned moves
-(like Nova's ``[placement]`` section, and like the evictor's
-``[nova_sched_ext_evictor]``: a section of its own, because a deployer
-gives the defragmentation user the right to live-migrate, not to delete),
-and how long the executor waits for one migration.  Importing this module
-registers them on ``nova.conf.CONF``; ``list_opts`` feeds
-``oslo-config-generator`` through the ``oslo.config.opts`` entry point
-``nova_sched_ext.defrag``.
+They are in :mod:`nova_sched_ext.conf.defrag`.  This module was the
+target of the ``oslo.config.opts`` entry point ``nova_sched_ext.defrag``,
+which now names :func:`nova_sched_ext.conf.opts.list_defrag_opts`; it
+keeps its names for code outside the package, and warns when imported.
 """
 
-from nova.conf import utils as confutils
+import warnings
+
 from oslo_config import cfg
 
-from nova_sched_ext import opt_types
-from nova_sched_ext.preemption import conf as preemption_conf
+from nova_sched_ext.conf import defrag
+from nova_sched_ext.conf import opts
 
-GROUP_NAME = 'nova_sched_ext_defrag'
-SERVICE_TYPE = 'compute'
+warnings.warn('nova_sched_ext.defrag.conf is deprecated: use '
+              'nova_sched_ext.conf.defrag',
+              DeprecationWarning, stacklevel=2)
 
-defrag_group = cfg.OptGroup(
-    GROUP_NAME,
-    title='nova-sched-ext defragmentation',
-    help='Keystone credentials and endpoint of the Compute API that '
-         'nova-sched-ext-defrag apply live-migrates servers with, and how '
-         'it waits for each migration. The user must be allowed to '
-         'live-migrate any server to a given host, i.e. have the admin '
-         'role under the default policy.')
-
-executor_opts = [
-    cfg.IntOpt(
-        'migration_timeout',
-        default=600, min=1,
-        help='Seconds nova-sched-ext-defrag apply waits for one live '
-             'migration to end with the server ACTIVE on its planned host. '
-             'A migration still running after this time counts as failed: '
-             'the run stops there, every earlier move stays in place.'),
-    opt_types.FiniteFloatOpt(
-        'poll_interval',
-        default=5.0, min=0.01,
-        help='Seconds between two reads of a migrating server while '
-             'nova-sched-ext-defrag apply waits for it.'),
-]
-
-
-def register_opts(conf):
-    conf.register_group(defrag_group)
-    conf.register_opts(executor_opts, group=defrag_group)
-    confutils.register_ksa_opts(conf, defrag_group, SERVICE_TYPE)
-
-
-def list_opts():
-    return [
-        (defrag_group,
-         executor_opts +
-         preemption_conf.service_credential_opts(SERVICE_TYPE)),
-    ]
-
-
+GROUP_NAME = defrag.GROUP_NAME
+SERVICE_TYPE = defrag.SERVICE_TYPE
+defrag_group = defrag.defrag_group
+executor_opts = defrag.executor_opts
+register_opts = defrag.register_opts
+list_opts = opts.list_defrag_opts
 CONF = cfg.CONF
-register_opts(CONF)

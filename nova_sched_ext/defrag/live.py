@@ -40,24 +40,20 @@ from nova.compute import vm_states
 from nova import exception as nova_exc
 from nova import objects
 from nova.virt import hardware
-from oslo_config import cfg
 from oslo_log import log as logging
 
-# Registers [nova_sched_ext_capacity] placement_workers.
-from nova_sched_ext.capacity import conf as capacity_conf  # noqa: F401
 from nova_sched_ext.capacity import flavors as capacity_flavors
 from nova_sched_ext.capacity import placement
 from nova_sched_ext.capacity import sources
+from nova_sched_ext import conf
 from nova_sched_ext.defrag import model
 from nova_sched_ext.deployment_set import hints as ds_hints
 from nova_sched_ext.deployment_set import members as ds_members
 from nova_sched_ext.deployment_set import rules as ds_rules
-# Registers [nova_sched_ext] preemptible_max_per_host.
-from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.weighers import numa_slot
 
-CONF = cfg.CONF
+CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 #: How a host the scheduler cannot pick is described (after "it is").

@@ -24,7 +24,7 @@ How: :class:`SetLocks` takes the set's lock on the scheduler's
 coordination backend (:mod:`nova_sched_ext.coordination`): a lock inside
 the process (the scheduler's worker threads) and a `tooz
 <https://docs.openstack.org/tooz/>`_ lock across processes, on the backend
-of ``[nova_sched_ext] deployment_set_lock_url`` (redis for several hosts;
+of ``[nova_sched_ext] coordination_url`` (redis for several hosts;
 shared by all schedulers) or, if that is unset, file locks in
 ``[nova_sched_ext] deployment_set_lock_dir`` (only the scheduler processes
 of one host).  A request that cannot get the lock within

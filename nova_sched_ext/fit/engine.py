@@ -71,7 +71,7 @@ def prepare(host, checked=False):
 
 
 def _wanted_backend():
-    if os.environ.get(conf.FIT_BACKEND_ENV, '').lower() == 'python':
+    if os.environ.get(conf.scheduler.FIT_BACKEND_ENV, '').lower() == 'python':
         return 'python'
     return conf.CONF.nova_sched_ext.fit_backend
 

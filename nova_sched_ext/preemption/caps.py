@@ -47,18 +47,17 @@ are refused with NoValidHost: a cap is never lifted by an outage.
 import collections
 import threading
 
-from nova import conf as nova_conf
 from nova import exception
 from nova import objects
 from oslo_log import log as logging
 
+from nova_sched_ext import conf
 from nova_sched_ext import coordination
 from nova_sched_ext.preemption import census
-from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext import wrappers
 
-CONF = nova_conf.CONF
+CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 #: seconds a placement counts before the cells show it

@@ -60,17 +60,16 @@ instances never reaches Nova's filters, since placement found no room):
 from concurrent import futures
 import time
 
-from nova import conf as nova_conf
 from nova import exception
 from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
+from nova_sched_ext import conf
 from nova_sched_ext import coordination
 from nova_sched_ext import manager as ext_manager
 from nova_sched_ext.preemption import caps
 from nova_sched_ext.preemption import census
-from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 from nova_sched_ext.preemption import evictor as evictor_mod
 from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.preemption import journal as journal_mod
@@ -81,7 +80,7 @@ from nova_sched_ext.preemption import strategies
 from nova_sched_ext.preemption import victims as victims_mod
 from nova_sched_ext import wrappers
 
-CONF = nova_conf.CONF
+CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 CLASS_PATH = 'nova_sched_ext.preemption.driver.PreemptionSchedulerManager'

@@ -24,15 +24,16 @@ import threading
 import time
 
 from keystoneauth1 import loading as ks_loading
-from nova import conf as nova_conf
 import openstack
 from openstack import exceptions as sdk_exc
 from oslo_log import log as logging
 
-from nova_sched_ext.preemption import conf as preemption_conf
+from nova_sched_ext import conf
+from nova_sched_ext.conf import evictor as evictor_conf
+from nova_sched_ext.conf import scheduler as scheduler_conf
 from nova_sched_ext.preemption import extra_specs
 
-CONF = nova_conf.CONF
+CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 #: the first microversion that shows the extra specs of a server's flavor
@@ -58,13 +59,13 @@ class NotPreemptible(EvictionError):
     """A victim is not (or no longer) preemptible: it must not be evicted."""
 
 
-def load_session(group=preemption_conf.EVICTOR_GROUP_NAME):
+def load_session(group=evictor_conf.GROUP_NAME):
     """A keystoneauth session with the evictor's service credentials."""
     auth = ks_loading.load_auth_from_conf_options(CONF, group)
     return ks_loading.load_session_from_conf_options(CONF, group, auth=auth)
 
 
-def connect(session, group=preemption_conf.EVICTOR_GROUP_NAME):
+def connect(session, group=evictor_conf.GROUP_NAME):
     """An openstacksdk connection to the Compute API over ``session``."""
     opts = CONF[group]
     kwargs = {
@@ -144,7 +145,7 @@ class Evictor(object):
         if server is None:
             return False
         try:
-            if action == preemption_conf.ACTION_SHELVE_OFFLOAD:
+            if action == scheduler_conf.ACTION_SHELVE_OFFLOAD:
                 if server.status == 'SHELVED':
                     self.compute.shelve_offload_server(uuid)
                 elif server.status != 'SHELVED_OFFLOADED':
@@ -173,7 +174,7 @@ class Evictor(object):
         if server.status == 'ERROR':
             raise EvictionError('server %s went to ERROR while being '
                                 'evicted' % uuid)
-        if action != preemption_conf.ACTION_SHELVE_OFFLOAD:
+        if action != scheduler_conf.ACTION_SHELVE_OFFLOAD:
             return False
         if server.status == 'SHELVED_OFFLOADED':
             return True

@@ -60,12 +60,11 @@ take no fencing token (see doc/source/coordination.rst).
 import time
 import uuid
 
-from nova import conf as nova_conf
 from oslo_utils import timeutils
 
-from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
+from nova_sched_ext import conf
 
-CONF = nova_conf.CONF
+CONF = conf.CONF
 
 #: the record kind on the coordination backend
 KIND = 'evictions'

@@ -40,17 +40,17 @@ harm.
 
 import threading
 
-from nova import conf as nova_conf
 from nova import context as nova_context
 from oslo_log import log as logging
 
+from nova_sched_ext import conf
 from nova_sched_ext import coordination
 from nova_sched_ext.preemption import census
 from nova_sched_ext.preemption import evictor as evictor_mod
 from nova_sched_ext.preemption import journal as journal_mod
 from nova_sched_ext.preemption import reservation
 
-CONF = nova_conf.CONF
+CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 

@@ -10,54 +10,29 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+"""Deprecated: the fake NUMA virt driver's options moved to the conf package.
 
-"""Options of the fake NUMA virt driver (``[nova_sched_ext_fake_virt]``).
-
-They live apart from :mod:`nova_sched_ext.virt.fake_numa` so that
-``oslo-config-generator`` and the configuration reference read them
-without importing a virt driver.  Importing this module registers them on
-``nova.conf.CONF``; ``list_opts`` feeds ``oslo-config-generator`` (the
-``oslo.config.opts`` entry point ``nova_sched_ext.fake_virt``).
+They are in :mod:`nova_sched_ext.conf.fake_virt`.  This module was the
+target of the ``oslo.config.opts`` entry point
+``nova_sched_ext.fake_virt``, which now names
+:func:`nova_sched_ext.conf.opts.list_fake_virt_opts`; it keeps its names
+for code outside the package, and warns when imported.
 """
+
+import warnings
 
 from oslo_config import cfg
 
-GROUP_NAME = 'nova_sched_ext_fake_virt'
+from nova_sched_ext.conf import fake_virt
+from nova_sched_ext.conf import opts
 
-fake_virt_group = cfg.OptGroup(
-    GROUP_NAME,
-    title='nova-sched-ext fake NUMA virt driver',
-    help='Options of nova_sched_ext.virt.fake_numa.FakeNUMADriver, a fake '
-         'hypervisor for test clouds.')
+warnings.warn('nova_sched_ext.virt.conf is deprecated: use '
+              'nova_sched_ext.conf.fake_virt',
+              DeprecationWarning, stacklevel=2)
 
-fake_virt_opts = [
-    cfg.StrOpt(
-        'numa_topology',
-        default='2x4x4096',
-        help='The NUMA cells of the fake host, written CELLSxCPUSxMIB: the '
-             'number of cells, the CPUs of each cell and the memory of each '
-             'cell in MiB. All cells are alike.'),
-    cfg.IntOpt(
-        'disk_gb',
-        default=1000, min=1,
-        help='Local disk of the fake host, in GiB.'),
-    cfg.BoolOpt(
-        'publish_layout_trait',
-        default=True,
-        help='Set a CUSTOM_NSE_NUMA_<cells>CELLS_<cpus>CPUS_<mib>MB trait '
-             "on the host's resource provider so that tests can read the "
-             'NUMA layout through the placement API.'),
-]
-
-
-def register_opts(conf):
-    conf.register_group(fake_virt_group)
-    conf.register_opts(fake_virt_opts, group=fake_virt_group)
-
-
-def list_opts():
-    return [(fake_virt_group, fake_virt_opts)]
-
-
+GROUP_NAME = fake_virt.GROUP_NAME
+fake_virt_group = fake_virt.fake_virt_group
+fake_virt_opts = fake_virt.fake_virt_opts
+register_opts = fake_virt.register_opts
+list_opts = opts.list_fake_virt_opts
 CONF = cfg.CONF
-register_opts(CONF)

@@ -67,15 +67,14 @@ from nova import exception
 from nova.virt import fake
 from nova.virt import hardware
 
+from nova_sched_ext.conf import fake_virt as fake_virt_conf
 from nova_sched_ext.fit import host_topology
-from nova_sched_ext.virt import conf as virt_conf
 from nova_sched_ext.virt import layout as layout_mod
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
 
-# The options are registered by importing nova_sched_ext.virt.conf.
-GROUP_NAME = virt_conf.GROUP_NAME
+GROUP_NAME = fake_virt_conf.GROUP_NAME
 
 
 class FakeNUMADriver(fake.FakeDriverWithoutFakeNodes):

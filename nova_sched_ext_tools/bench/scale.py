@@ -329,15 +329,15 @@ def drop_databases(server_url, names=None, prefix=None):
 
 def configure_nova(urls):
     """Nova's options for a scheduler on these databases; the schemas."""
-    import nova.conf
     from nova import config as nova_config
     from nova.db.api import api as api_db
     from nova.db.main import api as main_db
     from nova.db import migration
 
-    from nova_sched_ext import conf as ext_conf  # noqa: F401 (options)
+    from nova_sched_ext import conf as ext_conf
     import oslo_messaging.opts
-    conf = nova.conf.CONF
+    # Nova's options (nova.config registers them) and the package's.
+    conf = ext_conf.CONF
     # oslo.messaging's options, registered as it would when the transport
     # and the notifier are made, so that the fake transport and the noop
     # notifier can be named first.

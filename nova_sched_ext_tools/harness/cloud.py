@@ -43,7 +43,6 @@ import warnings
 from sqlalchemy import exc as sqla_exc
 
 from nova.compute import vm_states
-from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import objects
 from nova.tests.functional.api import client as api_client
@@ -51,13 +50,13 @@ from nova.tests.functional.libvirt import base as libvirt_base
 
 # Registers the [nova_sched_ext] options, so scenario flags can set them
 # before anything else imports the plugins.
-from nova_sched_ext import conf as ext_conf  # noqa: F401
+from nova_sched_ext import conf as ext_conf
 from nova_sched_ext_tools.harness import capacity_check
 from nova_sched_ext_tools.harness import fake_hosts
 from nova_sched_ext_tools.harness import filter_trace
 from nova_sched_ext_tools.harness import scenarios
 
-CONF = nova_conf.CONF
+CONF = ext_conf.CONF
 NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
 PACKAGE_FILTERS = 'nova_sched_ext.filters.all_filters'
 NUMA_FIT_FILTER = 'NUMAFitFilter'

@@ -392,7 +392,7 @@ class ParallelBootsOnRedisTest(ParallelBootsTest):
 
     def setUp(self):
         self.redis = self.useFixture(redis_server.RedisServer())
-        self.flags(deployment_set_lock_url=self.redis.url,
+        self.flags(coordination_url=self.redis.url,
                    group='nova_sched_ext')
         super().setUp()
         others = [manager.SchedulerManager() for _ in range(2)]

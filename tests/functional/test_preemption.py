@@ -453,7 +453,7 @@ class SeveralSchedulersTestBase(PreemptionTestBase):
     def setUp(self):
         # Before the scheduler starts: its backend is made on first use.
         self.redis = self.useFixture(redis_server.RedisServer())
-        self.flags(deployment_set_lock_url=self.redis.url,
+        self.flags(coordination_url=self.redis.url,
                    group='nova_sched_ext')
         super().setUp()
         others = []
@@ -505,7 +505,7 @@ class EvictionCrashTest(PreemptionTestBase):
     def setUp(self):
         # Before the scheduler starts: its backend is made on first use.
         self.redis = self.useFixture(redis_server.RedisServer())
-        self.flags(deployment_set_lock_url=self.redis.url,
+        self.flags(coordination_url=self.redis.url,
                    preemption_eviction_ttl=2, group='nova_sched_ext')
         super().setUp()
         endpoint = self.scheduler.manager

@@ -182,7 +182,7 @@ class TestFileRecords(RecordsTests, base.TestCase):
 
     def test_the_default_backend_has_records(self):
         self.conf.config(group='nova_sched_ext',
-                         deployment_set_lock_url=None)
+                         coordination_url=None)
         self.assertTrue(coordination.has_records(coordination.backend_url()))
 
 
@@ -249,7 +249,7 @@ class TestBackendChoice(base.TestCase):
         exc = self.assertRaises(coordination.BackendUnavailable,
                                 backend.acquire, ['a'], 1, 'of a')
         self.assertIn('cannot be used', str(exc))
-        self.assertIn('deployment_set_lock_url and restart', str(exc))
+        self.assertIn('coordination_url and restart', str(exc))
         self.assertEqual(1, log.output.count('Could not load'), log.output)
         self.assertIsNone(backend._heart)
 
@@ -290,17 +290,17 @@ class TestCheckAtStart(base.TestCase):
     def test_a_url_of_no_backend_is_refused(self):
         for url in ('redis//127.0.0.1:6379', '127.0.0.1:6379',
                     'reddis://127.0.0.1:6379'):
-            self.set(deployment_set_lock_url=url)
+            self.set(coordination_url=url)
             exc = self.assertRaises(coordination.BackendUnusable,
                                     coordination.check_at_start,
                                     self.manager)
-            self.assertIn('[nova_sched_ext] deployment_set_lock_url = ',
+            self.assertIn('[nova_sched_ext] coordination_url = ',
                           str(exc))
             self.assertIn('names no coordination backend', str(exc))
             self.assertIn('redis://', str(exc))
 
     def test_options_a_backend_cannot_read_are_refused(self):
-        self.set(deployment_set_lock_url='redis://127.0.0.1:6379?db=one')
+        self.set(coordination_url='redis://127.0.0.1:6379?db=one')
         exc = self.assertRaises(coordination.BackendUnusable,
                                 coordination.check_at_start, self.manager)
         self.assertIn('cannot be used', str(exc))
@@ -311,11 +311,11 @@ class TestCheckAtStart(base.TestCase):
         self.addCleanup(sock.close)
         sock.bind(('127.0.0.1', 0))
         url = 'redis://127.0.0.1:%d' % sock.getsockname()[1]
-        self.set(deployment_set_lock_url=url)
+        self.set(coordination_url=url)
         coordination.check_at_start(self.manager)
         lines = self.log.output.splitlines()
         self.assertEqual(1, len(lines), lines)
-        self.assertIn('[nova_sched_ext] deployment_set_lock_url: the '
+        self.assertIn('[nova_sched_ext] coordination_url: the '
                       'coordination backend %s does not answer at start'
                       % url, lines[0])
         # The check leaves nothing behind for the workers.
@@ -323,7 +323,7 @@ class TestCheckAtStart(base.TestCase):
         self.assertFalse(self.backend.down)
 
     def test_a_backend_that_answers_is_silent(self):
-        self.set(deployment_set_lock_url='file://%s' % self.dir)
+        self.set(coordination_url='file://%s' % self.dir)
         coordination.check_at_start(self.manager)
         self.assertEqual('', self.log.output)
 
@@ -347,5 +347,5 @@ class TestCheckAtStart(base.TestCase):
         self.assertEqual('', self.log.output)
 
     def test_nothing_is_checked_without_a_wrapper_that_uses_it(self):
-        self.set(deployment_set_lock_url='redis//x')
+        self.set(coordination_url='redis//x')
         coordination.check_at_start(object())

@@ -217,6 +217,38 @@ class DefragPluginTest(ServiceUserPluginTest):
         self.assertIn('username = nova', out.split('[placement]')[0])
 
 
+class RenamedOptionPluginTest(ServiceUserPluginTest):
+    """A variable of an option's old name still sets the option."""
+
+    URL = 'redis://192.0.2.1:6379'
+
+    def test_the_old_variable_sets_the_new_option(self):
+        conf = self._conf('[nova_sched_ext]\n'
+                          'deployment_set_lock_url = redis://stale:6379\n')
+        out = self._plugin(conf, 'configure_nova_sched_ext 2>&1',
+                           NOVA_SCHED_EXT_DEPLOYMENT_SET_LOCK_URL=self.URL)
+        self.assertIn('NOVA_SCHED_EXT_DEPLOYMENT_SET_LOCK_URL is deprecated',
+                      out)
+        self.assertIn('coordination_url = %s\n' % self.URL, out)
+        self.assertNotIn('deployment_set_lock_url =', out)
+
+    def test_the_new_variable_wins(self):
+        out = self._plugin(self._conf(''), 'configure_nova_sched_ext 2>&1',
+                           NOVA_SCHED_EXT_DEPLOYMENT_SET_LOCK_URL='redis://x',
+                           NOVA_SCHED_EXT_COORDINATION_URL=self.URL)
+        self.assertIn('NOVA_SCHED_EXT_DEPLOYMENT_SET_LOCK_URL is ignored',
+                      out)
+        self.assertIn('coordination_url = %s\n' % self.URL, out)
+        self.assertNotIn('redis://x', out.split('is ignored')[1])
+
+    def test_unstack_takes_both_names_out(self):
+        conf = self._conf('[nova_sched_ext]\n'
+                          'deployment_set_lock_url = redis://old:6379\n'
+                          'coordination_url = redis://new:6379\n')
+        out = self._plugin(conf, 'unconfigure_nova_sched_ext')
+        self.assertNotIn('redis://', out)
+
+
 class CheckConfigDriverTest(base.TestCase):
     """check_config.py stops a preemption driver that could not work."""
 

@@ -24,6 +24,8 @@ the only way in: ``setup.cfg``'s entry points are read too (see below).
 The rules, each with the reason a failure gives:
 
 * ``fit/`` imports nothing of the package but ``fit/`` and ``conf``;
+* ``conf/`` (the options, which ``fit/`` and the broker import) imports
+  nothing of the package but ``conf/``, and no ``nova`` module;
 * only :data:`C_HELPER_SEAM` imports the compiled helper
   (:data:`C_HELPER`);
 * nothing under ``nova_sched_ext/`` imports the offline tools,
@@ -92,6 +94,9 @@ C_HELPER_SEAM = 'nova_sched_ext.fit.lowlevel'
 #: What fit/ may import of the package besides itself.
 FIT_MAY_IMPORT = ('nova_sched_ext.conf',)
 
+#: The options: one module per group, registered by the package itself.
+CONF = 'nova_sched_ext.conf'
+
 #: The scheduler's plugins, and what they must not reach.
 PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
            'nova_sched_ext.deployment_set')
@@ -112,18 +117,15 @@ WATCHER_PLUGINS = ('nova_sched_ext.defrag.watcher_strategy',
                    'nova_sched_ext.defrag.watcher_planner',
                    'nova_sched_ext.defrag.watcher_engine',
                    'nova_sched_ext.defrag.watcher_conf')
-WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',
-                              'nova_sched_ext.opt_types')
+WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',)
 WATCHER_RUNNERS = ('nova_sched_ext_tools.sim.watcher_run',)
 
 #: The broker, above Nova, and what it may import of the package: the
-#: plugin registry, the capacity API's client, the option types (and the
+#: plugin registry, the capacity API's client, the options (and the
 #: package ``__init__`` modules on the way, which import no Nova either).
 BROKER = 'nova_sched_ext.broker'
 BROKER_MAY_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.registry',
-                     'nova_sched_ext.capacity.osc',
-                     'nova_sched_ext.capacity.api_conf',
-                     'nova_sched_ext.opt_types',
+                     'nova_sched_ext.capacity.osc', CONF,
                      'nova_sched_ext.version')
 
 #: Entry-point groups whose entry points the runtime loads (fnmatch
@@ -260,6 +262,9 @@ def _broken_rule(module, name):
     if within(module, BROKER) and within(name, 'nova'):
         return ('broker/ sits above Nova: it reaches the clusters through '
                 'openstacksdk and never imports nova')
+    if within(module, CONF) and within(name, 'nova'):
+        return ('conf/ never imports nova: the broker, above Nova, reads '
+                'the capacity API\'s constants there')
     if within(module, WATCHER_PLUGINS) and within(name, 'nova'):
         return ("Watcher's plugins run in Watcher's decision engine, where "
                 'Nova cannot be imported: they never import nova')
@@ -288,6 +293,9 @@ def _broken_rule(module, name):
             not within(name, ('nova_sched_ext.fit',) + FIT_MAY_IMPORT):
         return ('fit/ is the core: it imports nothing of the package but '
                 'fit/ and %s' % ', '.join(FIT_MAY_IMPORT))
+    if within(module, CONF) and not within(name, CONF):
+        return ('conf/ imports nothing of the package but conf/: fit/, '
+                'the core, imports it')
     if within(module, PLUGINS) and within(name, ABOVE_PLUGINS):
         return ('filters, weighers and deployment sets are below the '
                 'scheduler manager and preemption: they import neither')
@@ -421,6 +429,22 @@ class TestRules(base.TestCase):
         self.assertEqual([], self.check(
             'nova_sched_ext.fit.engine',
             'from nova_sched_ext import conf\nfrom . import model\n'))
+
+    def test_the_options_import_only_options(self):
+        self.assertRefused('nova_sched_ext.conf.evictor',
+                           'from nova.conf import utils\n',
+                           'conf/ never imports nova')
+        self.assertRefused('nova_sched_ext.conf.capacity',
+                           'def f():\n'
+                           '    from nova_sched_ext.capacity import errors\n',
+                           'conf/ imports nothing of the package but conf/')
+        self.assertRefused('nova_sched_ext.conf',
+                           'from nova_sched_ext.defrag import model\n',
+                           'conf/ imports nothing of the package but conf/')
+        self.assertEqual([], self.check(
+            'nova_sched_ext.conf', 'from keystoneauth1 import loading\n'
+            'from nova_sched_ext.conf import scheduler\n'
+            'from . import types\n', is_package=True))
 
     def test_only_the_seam_imports_the_helper(self):
         self.assertRefused('nova_sched_ext.fit.slotcache',
@@ -659,6 +683,21 @@ class TestBrokerLoadsNoNova(base.TestCase):
     def test_importing_the_broker_loads_no_nova(self):
         modules = sorted(name for name in package_modules()
                          if within(name, BROKER))
+        code = ('import sys\n' + ''.join('import %s\n' % m for m in modules)
+                + "print(sorted(m for m in sys.modules if m == 'nova' or "
+                  "m.startswith('nova.')))\n")
+        out = subprocess.run([sys.executable, '-c', code], cwd=TOP,
+                             capture_output=True, text=True, check=True)
+        self.assertEqual('[]', out.stdout.strip(), out.stderr)
+
+
+class TestOptionsLoadNoNova(base.TestCase):
+    """The options' rule, checked in a fresh interpreter."""
+
+    def test_importing_the_options_loads_no_nova(self):
+        modules = sorted(name for name in package_modules()
+                         if within(name, CONF))
+        self.assertIn('nova_sched_ext.conf.scheduler', modules)
         code = ('import sys\n' + ''.join('import %s\n' % m for m in modules)
                 + "print(sorted(m for m in sys.modules if m == 'nova' or "
                   "m.startswith('nova.')))\n")

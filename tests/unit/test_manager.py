@@ -352,7 +352,7 @@ class TestSchedulerCommand(test.NoDBTestCase):
 
     def test_a_backend_without_records_stops_the_preemption_driver(self):
         self.flags(scheduler_driver='preemption',
-                   deployment_set_lock_url='zookeeper://127.0.0.1:2181',
+                   coordination_url='zookeeper://127.0.0.1:2181',
                    group='nova_sched_ext')
         cmd = self.cmd
         with mock.patch.object(cmd, 'parse_args'), \
@@ -370,7 +370,7 @@ class TestSchedulerCommand(test.NoDBTestCase):
             exc = self.assertRaises(SystemExit, cmd.main)
         self.assertEqual(2, exc.code)
         self.assertIn('the coordination backend zookeeper://127.0.0.1:2181 '
-                      '([nova_sched_ext] deployment_set_lock_url) holds locks '
+                      '([nova_sched_ext] coordination_url) holds locks '
                       'only', self.stderr.getvalue())
         serve.assert_not_called()
 

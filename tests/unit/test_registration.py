@@ -209,7 +209,7 @@ class TestInstalledMetadata(base.TestCase):
         return {ep.value for ep in matches}
 
     def test_config_opts_entry_point(self):
-        self.assertEqual({'nova_sched_ext.conf:list_opts'},
+        self.assertEqual({'nova_sched_ext.conf.opts:list_scheduler_opts'},
                          self._entry_point('oslo.config.opts',
                                            'nova_sched_ext'))
 

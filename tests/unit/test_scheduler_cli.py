@@ -295,7 +295,7 @@ class SchedulerOptionValuesTest(base.TestCase):
         self.assertEqual(2, code, stderr)
         lines = stderr.splitlines()
         self.assertEqual(1, len(lines), stderr)
-        self.assertIn('%s: error: [nova_sched_ext] deployment_set_lock_url = '
+        self.assertIn('%s: error: [nova_sched_ext] coordination_url = '
                       'redis//127.0.0.1:6379 names no coordination backend'
                       % PROG, lines[0])
         self.serve.assert_not_called()

@@ -24,7 +24,7 @@ import threading
 import fixtures
 from oslo_config import cfg
 
-from nova_sched_ext.capacity import api_conf
+from nova_sched_ext.conf import capacity as capacity_conf
 
 
 class FakeCapacityError(Exception):
@@ -141,9 +141,10 @@ def make_conf(**overrides):
     conf = cfg.ConfigOpts()
     # A group of its own: ConfigOpts objects that register one OptGroup
     # share its overrides.
-    conf.register_group(cfg.OptGroup(api_conf.GROUP_NAME))
-    conf.register_opts(api_conf.ALL_OPTS, group=api_conf.GROUP_NAME)
+    conf.register_group(cfg.OptGroup(capacity_conf.GROUP_NAME))
+    conf.register_opts(capacity_conf.api_opts + capacity_conf.exporter_opts,
+                       group=capacity_conf.GROUP_NAME)
     conf([], default_config_files=[])
     for name, value in overrides.items():
-        conf.set_override(name, value, group=api_conf.GROUP_NAME)
+        conf.set_override(name, value, group=capacity_conf.GROUP_NAME)
     return conf

@@ -26,14 +26,14 @@ from oslo_db import exception as db_exc
 import webob
 
 from nova_sched_ext.capacity import api
-from nova_sched_ext.capacity import api_conf
 from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import wsgi
+from nova_sched_ext.conf import capacity as capacity_conf
 from tests import base
 from tests.unit.capacity import api_fakes
 from tests.unit.capacity import backend_fakes
 
-GROUP = api_conf.GROUP_NAME
+GROUP = capacity_conf.GROUP_NAME
 ADMIN = {'HTTP_X_IDENTITY_STATUS': 'Confirmed', 'HTTP_X_ROLES': 'reader,admin'}
 
 
@@ -121,7 +121,7 @@ class TestCapacity(APITestCase):
                           call['per_host']))
 
     def test_each_scope_is_accepted(self):
-        for by in api_conf.SCOPES:
+        for by in capacity_conf.SCOPES:
             response = self.get('/v1/capacity?by=%s' % by)
             self.assertEqual(200, response.status_int, response.text)
             self.assertEqual(by, response.json['by'])

@@ -28,13 +28,13 @@ import nova.conf
 import prometheus_client
 from prometheus_client import parser as prom_parser
 
-from nova_sched_ext.capacity import api_conf
 from nova_sched_ext.capacity import exporter
+from nova_sched_ext.conf import capacity as capacity_conf
 from tests import base
 from tests.unit.capacity import api_fakes
 from tests.unit.capacity import backend_fakes
 
-GROUP = api_conf.GROUP_NAME
+GROUP = capacity_conf.GROUP_NAME
 
 
 def samples(registry):

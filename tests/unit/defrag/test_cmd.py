@@ -28,9 +28,8 @@ import sys
 from unittest import mock
 
 import fixtures
-from oslo_config import cfg
 
-from nova_sched_ext.defrag import conf as defrag_conf  # noqa: F401
+from nova_sched_ext import conf
 from nova_sched_ext.defrag import executor
 from nova_sched_ext.defrag import model
 from nova_sched_ext_tools.sim import state as sim_state
@@ -275,9 +274,9 @@ class TestInputBounds(CommandTestCase):
         loads.assert_not_called()
 
     def test_service_credential_floats_must_be_finite(self):
-        cfg.CONF.set_override('timeout', float('nan'),
-                              group='nova_sched_ext_defrag')
-        self.addCleanup(cfg.CONF.clear_override, 'timeout',
+        conf.CONF.set_override('timeout', float('nan'),
+                               group='nova_sched_ext_defrag')
+        self.addCleanup(conf.CONF.clear_override, 'timeout',
                         group='nova_sched_ext_defrag')
         plan = self.write('plan.json', '{}')
         with mock.patch.object(self.cmd.capacity_cmd, 'load_config'), \

@@ -136,7 +136,7 @@ class TestSetLocks(LockTestCase):
 
     def test_url_option_wins(self):
         self.conf.config(group='nova_sched_ext',
-                         deployment_set_lock_url='redis://h:6379')
+                         coordination_url='redis://h:6379')
         self.assertEqual('redis://h:6379', lock.backend_url())
 
     def test_threads_on_one_set_take_turns(self):
@@ -341,7 +341,7 @@ class RedisLockTestCase(LockTestCase):
         super().setUp()
         self.redis = self.useFixture(redis_server.RedisServer())
         self.conf.config(group='nova_sched_ext',
-                         deployment_set_lock_url=self.redis.url)
+                         coordination_url=self.redis.url)
 
     def scheduler_locks(self):
         """The locks of one more scheduler: its own backend connection."""

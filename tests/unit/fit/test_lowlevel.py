@@ -194,7 +194,8 @@ class TestBackendChoice(base.TestCase):
     def setUp(self):
         super().setUp()
         self.conf = self.useFixture(config_fixture.Config(conf.CONF))
-        self.useFixture(fixtures.EnvironmentVariable(conf.FIT_BACKEND_ENV))
+        self.useFixture(fixtures.EnvironmentVariable(
+            conf.scheduler.FIT_BACKEND_ENV))
         self.logs = self.useFixture(fixtures.FakeLogger(level='WARNING'))
 
     def test_c_without_the_helper_fails_with_the_reason(self):
@@ -238,8 +239,8 @@ class TestBackendChoice(base.TestCase):
     def test_the_environment_forces_the_twin(self):
         self.useFixture(UnavailableHelper())
         self.conf.config(fit_backend='c', group='nova_sched_ext')
-        self.useFixture(fixtures.EnvironmentVariable(conf.FIT_BACKEND_ENV,
-                                                     'python'))
+        self.useFixture(fixtures.EnvironmentVariable(
+            conf.scheduler.FIT_BACKEND_ENV, 'python'))
         self.assertEqual('python', engine.backend_name())
         self.assertEqual('', self.logs.output)
 

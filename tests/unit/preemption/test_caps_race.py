@@ -106,7 +106,7 @@ class TestSchedulersRaceTheCaps(test.NoDBTestCase):
     def setUp(self):
         super().setUp()
         self.redis = self.useFixture(redis_server.RedisServer())
-        self.flags(deployment_set_lock_url=self.redis.url,
+        self.flags(coordination_url=self.redis.url,
                    preemptible_max_per_az=PER_AZ,
                    preemptible_max_per_host=PER_HOST,
                    group='nova_sched_ext')

@@ -14,7 +14,7 @@
 
 from nova import test
 
-from nova_sched_ext.preemption import conf
+from nova_sched_ext import conf
 
 
 class TestOptions(test.NoDBTestCase):
@@ -42,7 +42,7 @@ class TestOptions(test.NoDBTestCase):
 
     def test_list_opts_gives_the_sample_config_both_groups(self):
         groups = {group.name: [o.dest for o in opts]
-                  for group, opts in conf.list_opts()}
+                  for group, opts in conf.opts.list_preemption_opts()}
         self.assertEqual({'nova_sched_ext', 'nova_sched_ext_evictor'},
                          set(groups))
         self.assertIn('preemption_action', groups['nova_sched_ext'])

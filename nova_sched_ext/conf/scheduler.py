@@ -1,15 +1,26 @@
-"""Configuration options of nova-sched-ext.
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
 
-All options live in the ``[nova_sched_ext]`` group of ``nova.conf``.  The
-``list_opts`` function feeds ``oslo-config-generator`` through the
-``oslo.config.opts`` entry point (``tox -e genconfig``).
+"""The ``[nova_sched_ext]`` group: the scheduler's options.
+
+The filters, the weighers, the fit engine, deployment sets, the
+coordination backend the schedulers share, nova-sched-ext-scheduler's
+manager (driver, request wrappers, kept host state, wider candidate
+queries) and the preemption driver read them from ``nova.conf``.
 """
-
-import math
 
 from oslo_config import cfg
 
-from nova_sched_ext import opt_types
+from nova_sched_ext.conf import types
 
 GROUP_NAME = 'nova_sched_ext'
 
@@ -19,6 +30,10 @@ nova_sched_ext_group = cfg.OptGroup(
     help='Options of the nova-sched-ext filters, weighers and fit engine.')
 
 FIT_BACKEND_ENV = 'NOVA_SCHED_EXT_FIT_BACKEND'
+
+#: the values of preemption_action
+ACTION_DELETE = 'delete'
+ACTION_SHELVE_OFFLOAD = 'shelve_offload'
 
 fit_opts = [
     cfg.StrOpt(
@@ -55,7 +70,7 @@ numa_fit_filter_opts = [
 ]
 
 numa_slot_weigher_opts = [
-    opt_types.FiniteFloatOpt(
+    types.FiniteFloatOpt(
         'numa_slot_weight_multiplier',
         default=10.0,
         help='Multiplier of NUMASlotWeigher. The default, 10, outweighs '
@@ -156,7 +171,8 @@ deployment_set_opts = [
              'this key is a failure domain of its own; a host in several '
              'with different values belongs to all of them.'),
     cfg.StrOpt(
-        'deployment_set_lock_url',
+        'coordination_url',
+        deprecated_name='deployment_set_lock_url',
         secret=True,
         help='tooz coordination backend URL that all nova-sched-ext-scheduler '
              'processes share: the per-set lock held while members of a '
@@ -176,7 +192,7 @@ deployment_set_opts = [
         'deployment_set_lock_dir',
         default='$state_path/nova_sched_ext/deployment_set_locks',
         help='Directory of the file locks and records used when '
-             'deployment_set_lock_url is unset. All scheduler processes of '
+             'coordination_url is unset. All scheduler processes of '
              'the host must see the same directory.'),
     cfg.IntOpt(
         'deployment_set_lock_timeout',
@@ -307,51 +323,104 @@ candidate_limit_opts = [
              'per request.'),
 ]
 
-ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
-            deployment_set_opts + scheduler_driver_opts +
-            request_wrapper_opts + host_state_opts +
-            candidate_limit_opts)
+preemption_opts = [
+    cfg.StrOpt(
+        'preemption_victim_strategy',
+        default='minimal',
+        help='How the preemption driver chooses the preemptible instances '
+             'to evict, by name in the entry-point namespace '
+             'nova_sched_ext.victim_strategies: "minimal" minimises the '
+             'number of victims, then the resources wasted, and prefers '
+             'the youngest; "random" picks random victims that suffice '
+             '(for comparison).'),
+    cfg.StrOpt(
+        'preemption_action',
+        default=ACTION_DELETE,
+        choices=[
+            (ACTION_DELETE, 'Delete the victim.'),
+            (ACTION_SHELVE_OFFLOAD,
+             'Shelve the victim and offload it from its host; its owner '
+             'can unshelve it later, when there is room. Slower: the '
+             'driver waits for the offload.'),
+        ],
+        help='What the preemption driver does to a victim. Only actions '
+             'that free the victim\'s placement allocations and its host '
+             'resources are offered: stopping or suspending a server keeps '
+             'both.'),
+    cfg.IntOpt(
+        'preemption_wait_timeout',
+        default=120, min=1,
+        help='Seconds the preemption driver waits for its victims to be '
+             'gone (deleted, or offloaded) before it gives up: the request '
+             'then fails with NoValidHost and the room is released. It '
+             'must stay well under [DEFAULT] long_rpc_timeout, the time the '
+             'conductor waits for the scheduler.'),
+    types.FiniteFloatOpt(
+        'preemption_poll_interval',
+        default=1.0, min=0.01,
+        help='Seconds between two checks of the victims while the '
+             'preemption driver waits for them to go.'),
+    cfg.IntOpt(
+        'preemption_eviction_ttl',
+        default=30, min=2,
+        help='Seconds an eviction in progress stays claimed by its scheduler '
+             'without a heartbeat. Every eviction is recorded on the '
+             'coordination backend ([nova_sched_ext] '
+             'coordination_url) before the victims\' room is '
+             'reserved; its scheduler renews the record every third of '
+             'this time. When a scheduler dies, its records run out after '
+             'this time and the reconcile of another scheduler rolls them '
+             'back: the reservations whose request never became an '
+             'instance are released, victims already evicted stay evicted '
+             'and the request fails.'),
+    cfg.IntOpt(
+        'preemption_reconcile_interval',
+        default=60, min=1,
+        help='Seconds between two reconciles of the evictions whose '
+             'scheduler died (their record ran out, see '
+             'preemption_eviction_ttl). Every preemption scheduler process '
+             'reconciles when it starts and then at this interval; a '
+             'record is rolled back by one of them only. The longest a '
+             'dead scheduler\'s reservation outlives it is about '
+             'preemption_eviction_ttl plus this interval.'),
+    cfg.IntOpt(
+        'preemptible_max_per_az',
+        default=-1, min=-1,
+        help='Most preemptible instances one availability zone may hold; '
+             'a preemptible request that would exceed it fails with '
+             'NoValidHost. -1 means unlimited. Instances of every cell '
+             'count, whatever their state, until they are deleted (or '
+             'shelved and offloaded). Enforced by the preemption driver '
+             'only; exactly, with any number of schedulers, when they all '
+             'share one coordination backend ([nova_sched_ext] '
+             'coordination_url).'),
+    cfg.IntOpt(
+        'preemptible_max_per_host',
+        default=-1, min=-1,
+        help='Most preemptible instances one compute host may hold; -1 '
+             'means unlimited. Counted like preemptible_max_per_az.'),
+    cfg.IntOpt(
+        'preemptible_caps_lock_timeout',
+        default=60, min=1,
+        help='Seconds a preemptible request under a cap waits for the lock '
+             'of its availability zone(s), which every scheduler takes on '
+             'the coordination backend ([nova_sched_ext] '
+             'coordination_url) around counting the preemptible '
+             'instances and claiming the chosen hosts, so that several '
+             'schedulers never overshoot a cap. When the time passes, or '
+             'the backend cannot be reached, the request fails with '
+             'NoValidHost.'),
+]
 
+#: The options oslo-config-generator lists under the namespace
+#: ``nova_sched_ext``; the preemption driver's are listed under
+#: ``nova_sched_ext.preemption`` (:mod:`nova_sched_ext.conf.opts`).
+SCHEDULER_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
+                  deployment_set_opts + scheduler_driver_opts +
+                  request_wrapper_opts + host_state_opts +
+                  candidate_limit_opts)
 
-class InvalidOptionValue(cfg.Error):
-    """A configured value its option refuses; the message names the option."""
-
-
-def check_values(conf, listed):
-    """Read every option of ``listed`` once, so that a bad value stops a start.
-
-    oslo.config checks a value against its option's type, bounds and
-    choices only when the option is read, and a service reads some options
-    at its first request, in a forked worker, or never: a value out of
-    bounds would then end in a traceback long after the service started,
-    or not at all.  An option or group that is not registered is skipped.
-
-    :param listed: ``[(group, [options])]``, as a ``list_opts`` returns
-    :raises InvalidOptionValue: for the first value refused
-    """
-    for group, opts in listed:
-        group_name = getattr(group, 'name', group) or 'DEFAULT'
-        for opt in opts:
-            try:
-                if group_name == 'DEFAULT':
-                    value = conf[opt.dest]
-                else:
-                    value = conf[group_name][opt.dest]
-            except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
-                continue
-            except cfg.ConfigSourceValueError as exc:
-                # oslo.config's message names the option by its location
-                # object; the reason is what the operator needs.
-                reason = str(exc).rpartition(' is not valid: ')[2]
-                raise InvalidOptionValue(
-                    'invalid value of [%s] %s: %s'
-                    % (group_name, opt.dest, reason)) from None
-            if isinstance(value, float) and not math.isfinite(value):
-                # A float option of a library (keystoneauth's timeouts in
-                # the service-credential sections) takes nan and inf.
-                raise InvalidOptionValue(
-                    'invalid value of [%s] %s: %s is not a finite number'
-                    % (group_name, opt.dest, value))
+ALL_OPTS = SCHEDULER_OPTS + preemption_opts
 
 
 def register_opts(conf):
@@ -361,7 +430,3 @@ def register_opts(conf):
 
 def list_opts():
     return [(nova_sched_ext_group, ALL_OPTS)]
-
-
-CONF = cfg.CONF
-register_opts(CONF)

@@ -13,9 +13,7 @@
 
 """Option types of nova-sched-ext beyond oslo.config's own.
 
-Imports nothing but oslo.config, so that every module of options may use
-it: those loaded by Nova, the broker's (which never imports Nova) and the
-Watcher plugins' (which cannot).
+Imports nothing but oslo.config.
 """
 
 import math

@@ -1,0 +1,77 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The keystoneauth options of a section of service credentials.
+
+The package's service users (the evictor's ``[nova_sched_ext_evictor]``,
+the defragmentation executor's ``[nova_sched_ext_defrag]``) are configured
+as Nova configures its own service clients (``[placement]``): keystoneauth's
+session, auth and adapter options in one section, the adapter looking for
+the internal endpoint first.  These functions give the same options as
+Nova's ``nova.conf.utils`` (a unit test compares them) through
+keystoneauth's public loading API alone, so that this package, imported by
+the broker too, never imports Nova.
+"""
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+#: The adapter options that pick an API version: the code knows the
+#: versions it needs, so they are not the operator's to set.
+VERSION_OPTS = ('version', 'min_version', 'max_version')
+
+
+def adapter_opts(service_type):
+    """keystoneauth's adapter options for ``service_type``, versions left out.
+
+    The adapter prefers the internal endpoint, then the public one.
+    """
+    opts = [opt for opt in ks_loading.get_adapter_conf_options(
+        include_deprecated=False) if opt.dest not in VERSION_OPTS]
+    cfg.set_defaults(opts, valid_interfaces=['internal', 'public'],
+                     service_type=service_type)
+    return opts
+
+
+def service_credential_opts(service_type):
+    """The options a section of service credentials lists.
+
+    Session, auth (the password plugins' shown) and adapter options, as
+    Nova lists its ``[placement]`` section's, for the sample config and the
+    configuration reference.
+    """
+    return (ks_loading.get_session_conf_options() +
+            ks_loading.get_auth_common_conf_options() +
+            ks_loading.get_auth_plugin_conf_options('password') +
+            ks_loading.get_auth_plugin_conf_options('v3password') +
+            adapter_opts(service_type))
+
+
+def _unsettable(value):
+    return None
+
+
+def register_service_credentials(conf, group, service_type):
+    """Register keystoneauth's session, auth and adapter options in ``group``.
+
+    The auth plugin's own options (``auth_url``, ``username``...) are
+    registered when the plugin is loaded, as keystoneauth does for every
+    service.  The version options are registered as placeholders that read
+    as None whatever is set, because keystoneauth's adapter loader reads
+    them.
+    """
+    name = getattr(group, 'name', group)
+    ks_loading.register_session_conf_options(conf, name)
+    ks_loading.register_auth_conf_options(conf, name)
+    conf.register_opts(adapter_opts(service_type), group=name)
+    for version_opt in VERSION_OPTS:
+        conf.register_opt(cfg.Opt(version_opt, type=_unsettable), group=name)
