@@ -9,6 +9,7 @@ import math
 
 from oslo_config import cfg
 
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext import opt_types
 
 GROUP_NAME = 'nova_sched_ext'
@@ -313,7 +314,7 @@ ALL_OPTS = (fit_opts + numa_fit_filter_opts + numa_slot_weigher_opts +
             candidate_limit_opts)
 
 
-class InvalidOptionValue(cfg.Error):
+class InvalidOptionValue(cfg.Error, sched_ext_exception.UserFacingError):
     """A configured value its option refuses; the message names the option."""
 
 

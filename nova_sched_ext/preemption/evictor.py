@@ -29,6 +29,7 @@ import openstack
 from openstack import exceptions as sdk_exc
 from oslo_log import log as logging
 
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext.preemption import conf as preemption_conf
 from nova_sched_ext.preemption import extra_specs
 
@@ -50,7 +51,7 @@ def untouched(server):
         server.status not in TAKEN_STATUSES
 
 
-class EvictionError(Exception):
+class EvictionError(sched_ext_exception.NovaSchedExtError):
     """The Compute API refused or failed an eviction step."""
 
 

@@ -63,6 +63,7 @@ import uuid
 from nova import conf as nova_conf
 from oslo_utils import timeutils
 
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext.preemption import conf as preemption_conf  # noqa: F401
 
 CONF = nova_conf.CONF
@@ -81,7 +82,7 @@ RECONCILING = 'reconciling'  # another scheduler took it over
 STATES = (RESERVING, RESERVED, EVICTING, EVICTED, ROLLING_BACK, RECONCILING)
 
 
-class LostOwnership(Exception):
+class LostOwnership(sched_ext_exception.NovaSchedExtError):
     """Another scheduler took the record over: its lease had run out."""
 
 

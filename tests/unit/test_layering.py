@@ -61,8 +61,11 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
 C_HELPER = 'nova_sched_ext.fit._cfit'
 C_HELPER_SEAM = 'nova_sched_ext.fit.lowlevel'
 
+#: The package's exception base, which imports nothing: every ring may use it.
+EXCEPTION = 'nova_sched_ext.exception'
+
 #: What fit/ may import of the package besides itself.
-FIT_MAY_IMPORT = ('nova_sched_ext.conf',)
+FIT_MAY_IMPORT = ('nova_sched_ext.conf', EXCEPTION)
 
 #: Console scripts of the offline tools still in cmd/ (they will move under
 #: offline/ and leave this tuple empty).
@@ -90,18 +93,20 @@ WATCHER_PLUGINS = ('nova_sched_ext.defrag.watcher_strategy',
                    'nova_sched_ext.defrag.watcher_engine',
                    'nova_sched_ext.defrag.watcher_conf')
 WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',
-                              'nova_sched_ext.opt_types')
+                              'nova_sched_ext.opt_types', EXCEPTION)
 WATCHER_RUNNERS = ('nova_sched_ext.offline.sim.watcher_run',)
 
 #: The broker, above Nova, and what it may import of the package: the
-#: plugin registry, the capacity API's client, the option types (and the
+#: plugin registry, the capacity API's client, the option types, the
+#: exception base, the console scripts' toolkit (and the
 #: package ``__init__`` modules on the way, which import no Nova either).
 BROKER = 'nova_sched_ext.broker'
 BROKER_MAY_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.registry',
                      'nova_sched_ext.capacity.osc',
                      'nova_sched_ext.capacity.api_conf',
                      'nova_sched_ext.opt_types',
-                     'nova_sched_ext.version')
+                     'nova_sched_ext.version', EXCEPTION,
+                     'nova_sched_ext.cli')
 
 
 def within(name, prefixes):
