@@ -22,10 +22,12 @@ command is imported.  Every console script that reads ``nova.conf``
 (the scheduler, the capacity command and exporter, the defragmentation
 command, the simulator) goes through this module, so that such a file is
 one line on stderr and exit status 2, like any other unusable
-configuration.
+configuration; :func:`load_nova_conf` reads ``nova.conf`` for the
+commands that read the cloud as the scheduler does.
 
 It imports nothing of Nova at module level: the console scripts import it
-before they choose their concurrency mode.
+before they choose their concurrency mode.  It was
+``nova_sched_ext.cmd.config_files``, a path kept as a deprecated alias.
 """
 
 import argparse
@@ -34,8 +36,11 @@ import os
 
 from oslo_config import cfg
 
+from nova_sched_ext import cli
+from nova_sched_ext import exception as sched_ext_exception
 
-class UnreadableConfigFile(cfg.Error):
+
+class UnreadableConfigFile(cfg.Error, sched_ext_exception.UserFacingError):
     """A configuration file oslo.config cannot read; the message says why.
 
     A ``cfg.Error``, so that the console scripts' handling of a bad
@@ -128,3 +133,65 @@ def check_readable(config_files=(), config_dirs=()):
             raise UnreadableConfigFile(
                 'config file %s is not UTF-8 text (byte 0x%02x on line %d)'
                 % (path, data[exc.start], line))
+
+
+def _check_files(args):
+    for path in args.config_file:
+        if not os.path.isfile(path):
+            raise cli.UsageError('config file %s does not exist' % path)
+        if not os.access(path, os.R_OK):
+            raise cli.UsageError('config file %s cannot be read (permission '
+                                 'denied)' % path)
+    for path in args.config_dir:
+        if not os.path.isdir(path):
+            raise cli.UsageError('config directory %s does not exist' % path)
+
+
+def load_nova_conf(args, prog, check=None):
+    """Parse ``nova.conf`` as the scheduler does; Nova's ``CONF``.
+
+    For a command that reads the cloud (the cell databases, placement)
+    without being a Nova service: the files of ``args.config_file`` and
+    ``args.config_dir`` (:func:`nova_sched_ext.cli.add_config_options`),
+    else oslo.config's default ones, are parsed with Nova's
+    ``config.parse_args``, without RPC and without configuring the
+    databases; only the files, the command's other options are not
+    oslo.config's.
+
+    :param check: ``check(conf)``, run once the files are parsed, for the
+        options the command needs; its ``cfg.Error`` or user-facing error
+        is the command's :class:`~nova_sched_ext.cli.UsageError`
+    :raises nova_sched_ext.cli.UsageError: no configuration file, or one
+        that cannot be read or used, said in one line
+    """
+    argv = [prog]
+    for path in args.config_file:
+        argv += ['--config-file', path]
+    for path in args.config_dir:
+        argv += ['--config-dir', path]
+    try:
+        # A directory or a file that is not UTF-8 escapes oslo.config.
+        check_command_line(argv[1:], prog=prog)
+    except UnreadableConfigFile as exc:
+        raise cli.UsageError(str(exc)) from None
+    _check_files(args)
+    import nova.conf
+    from nova import config
+    conf = nova.conf.CONF
+    if not args.config_file and not args.config_dir and not (
+            cfg.find_config_files(project='nova') or
+            cfg.find_config_dirs(project='nova')):
+        raise cli.UsageError(
+            'no configuration file: pass --config-file with the '
+            "scheduler's nova.conf (for example --config-file "
+            '/etc/nova/nova.conf)')
+    try:
+        config.parse_args(argv, prog=prog, init_rpc=False,
+                          configure_db=False)
+        if check is not None:
+            check(conf)
+    except cfg.Error as exc:
+        raise cli.UsageError(cli.one_line(exc)) from None
+    except sched_ext_exception.UserFacingError as exc:
+        raise cli.UsageError(str(exc)) from None
+    return conf

@@ -231,7 +231,7 @@ class TestInputBounds(CommandTestCase):
         self.assertOneLineError(2, self.main('plan', '--state', deep),
                                 'nested too deeply')
         self.again()
-        with mock.patch.object(self.cmd.capacity_cmd, 'load_config'):
+        with mock.patch.object(self.cmd, 'load_config'):
             self.assertOneLineError(
                 2, self.main('apply', deep, '--dry-run'),
                 'nested too deeply')
@@ -268,7 +268,7 @@ class TestInputBounds(CommandTestCase):
                                     'error: state file %s is larger than '
                                     '64 MiB' % huge)
             self.again()
-            with mock.patch.object(self.cmd.capacity_cmd, 'load_config'):
+            with mock.patch.object(self.cmd, 'load_config'):
                 self.assertOneLineError(
                     2, self.main('apply', huge, '--dry-run'),
                     'error: plan file %s is larger than 64 MiB' % huge)
@@ -280,7 +280,7 @@ class TestInputBounds(CommandTestCase):
         self.addCleanup(cfg.CONF.clear_override, 'timeout',
                         group='nova_sched_ext_defrag')
         plan = self.write('plan.json', '{}')
-        with mock.patch.object(self.cmd.capacity_cmd, 'load_config'), \
+        with mock.patch.object(self.cmd, 'load_config'), \
                 mock.patch.object(model, 'read_document') as read:
             self.assertOneLineError(
                 2, self.main('apply', plan, '--dry-run'),
@@ -309,7 +309,7 @@ class TestApply(CommandTestCase):
         self.stdout.truncate()
         self.compute = test_executor.FakeCompute(self.saved)
         self.useFixture(fixtures.MockPatchObject(
-            self.cmd.capacity_cmd, 'load_config'))
+            self.cmd, 'load_config'))
         self.useFixture(fixtures.MockPatch(
             'nova_sched_ext.defrag.live.read_cloud',
             side_effect=lambda context, reader=None, hosts=None:
