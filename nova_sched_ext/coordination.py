@@ -43,12 +43,12 @@ nobody took the record over.
 
 Outages: the first failure of the backend marks it down and logs one
 ERROR line; while it is down every use fails at once with
-:class:`BackendUnavailable` (no request waits on a dead backend), and a
-thread probes it every :data:`PROBE_INTERVAL` seconds; the first answer
-logs one INFO line and lifts the mark.  What a failure refuses is the
-caller's choice: the deployment-set lock, the preemptible caps and the
-eviction refuse their requests with NoValidHost; requests that need none
-of them never touch the backend.
+:class:`CoordinationBackendUnavailable` (no request waits on a dead
+backend), and a thread probes it every :data:`PROBE_INTERVAL` seconds;
+the first answer logs one INFO line and lifts the mark.  What a failure
+refuses is the caller's choice: the deployment-set lock, the preemptible
+caps and the eviction refuse their requests with NoValidHost; requests
+that need none of them never touch the backend.
 """
 
 import contextlib
@@ -72,6 +72,7 @@ from tooz import coordination
 from tooz import utils as tooz_utils
 
 from nova_sched_ext import conf
+from nova_sched_ext import exception as sched_ext_exception
 
 LOG = logging.getLogger(__name__)
 CONF = conf.CONF
@@ -90,7 +91,7 @@ REDIS_CONNECT_TIMEOUT = 2.0
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
 
 
-class LockUnavailable(Exception):
+class LockUnavailable(sched_ext_exception.NovaSchedExtError):
     """A lock could not be taken; the message says why."""
 
 
@@ -98,15 +99,21 @@ class LockTimeout(LockUnavailable):
     """Someone else held the lock longer than the caller would wait."""
 
 
-class BackendUnavailable(LockUnavailable):
+class CoordinationBackendUnavailable(
+        LockUnavailable, sched_ext_exception.UpstreamUnavailable):
     """The backend failed or cannot be reached; the message says why."""
 
 
-class BackendUnsupported(Exception):
+#: The old name, kept for the callers that catch it (deprecated: it was
+#: also the name of the capacity count's unreachable-backend error).
+BackendUnavailable = CoordinationBackendUnavailable
+
+
+class BackendUnsupported(sched_ext_exception.UserFacingError):
     """The backend holds locks only, no records."""
 
 
-class BackendUnusable(Exception):
+class BackendUnusable(sched_ext_exception.UserFacingError):
     """The backend URL cannot work at all: a restart with another is needed."""
 
 
@@ -197,7 +204,7 @@ class Backend(object):
     def _failed(self, exc, what):
         """Note a failure; log it if it starts an outage.
 
-        :returns: the :class:`BackendUnavailable` to raise
+        :returns: the :class:`CoordinationBackendUnavailable` to raise
         """
         with self._guard:
             first = self._down_since is None
@@ -220,7 +227,7 @@ class Backend(object):
             LOG.debug('The coordination backend %(url)s is still down '
                       '(%(what)s: %(exc)s).',
                       {'url': url, 'what': what, 'exc': _describe(exc)})
-        return BackendUnavailable(
+        return CoordinationBackendUnavailable(
             'the coordination backend %s is unreachable (%s)'
             % (url, _describe(exc)))
 
@@ -247,12 +254,12 @@ class Backend(object):
         """Fail at once while the backend is down."""
         since = self._down_since
         if self._unusable:
-            raise BackendUnavailable(
+            raise CoordinationBackendUnavailable(
                 'the coordination backend %s cannot be used (%s): fix '
                 '[nova_sched_ext] coordination_url and restart'
                 % (safe_url(self.url), self._unusable))
         if since is not None:
-            raise BackendUnavailable(
+            raise CoordinationBackendUnavailable(
                 'the coordination backend %s has been unreachable for '
                 '%.0f s' % (safe_url(self.url), time.monotonic() - since))
 
@@ -292,7 +299,7 @@ class Backend(object):
             deployment set <uuid>")
         :returns: what :meth:`release` needs
         :raises LockTimeout: another request held one for ``timeout`` s
-        :raises BackendUnavailable: the backend is down or failed
+        :raises CoordinationBackendUnavailable: the backend is down or failed
         """
         self._check_fork()
         deadline = time.monotonic() + timeout
@@ -383,7 +390,7 @@ class Backend(object):
             :meth:`drop_lease`
         :param replace: overwrite a record of that key (and its lease)
         :returns: False if the key exists (unless ``replace``)
-        :raises BackendUnavailable:
+        :raises CoordinationBackendUnavailable:
         """
         _check_name(kind, key)
         done = self._use('writing the record %s/%s' % (kind, key), 'put',

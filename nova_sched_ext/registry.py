@@ -40,6 +40,8 @@ from oslo_log import log as logging
 from stevedore import extension
 from stevedore import named
 
+from nova_sched_ext import exception as sched_ext_exception
+
 LOG = logging.getLogger(__name__)
 
 #: the entry-point namespace of the scheduler drivers (managers)
@@ -97,7 +99,7 @@ def load_classes(namespace, base_class):
     return classes
 
 
-class PluginLoadError(ValueError):
+class PluginLoadError(ValueError, sched_ext_exception.UserFacingError):
     """An option names a plugin that cannot be used; the message says why."""
 
 

@@ -33,6 +33,7 @@ cleans up and boots the next.  See ``doc/source/broker.rst``.
     print(result.cluster, result.variant.flavor, result.servers)
 """
 
+from nova_sched_ext.broker.config import BrokerConfigError  # noqa: F401
 from nova_sched_ext.broker.config import ConfigError  # noqa: F401
 from nova_sched_ext.broker.config import load as load_config  # noqa: F401
 from nova_sched_ext.broker.planning import plan as plan_on  # noqa: F401

@@ -36,6 +36,7 @@ from oslo_log import log as logging
 
 from nova_sched_ext.broker import planning
 from nova_sched_ext.capacity import osc as capacity_osc
+from nova_sched_ext import exception as sched_ext_exception
 
 LOG = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ _TRUE = ('1', 'true', 'yes', 'on')
 UNREACHABLE = (ks_exc.ClientException, sdk_exc.SDKException, OSError)
 
 
-class UnusableCloudEntry(Exception):
+class UnusableCloudEntry(sched_ext_exception.NovaSchedExtError):
     """A ``clouds.yaml`` entry that cannot make a connection or a token.
 
     An incomplete entry (an ``auth_url`` alone, a ``v3token`` without its
@@ -77,11 +78,11 @@ def one_line(exc):
     return text if len(text) <= 300 else text[:297] + '...'
 
 
-class BootFailed(Exception):
+class BootFailed(sched_ext_exception.NovaSchedExtError):
     """A boot that did not give ``count`` ACTIVE servers; cleaned up."""
 
 
-class CleanupFailed(Exception):
+class CleanupFailed(sched_ext_exception.NovaSchedExtError):
     """Servers or ports of a failed boot are still there; says which."""
 
 
@@ -396,5 +397,5 @@ class ClusterClient:
                         self.cluster.name, group.id, one_line(exc))
 
 
-class CapacityUnavailable(Exception):
+class CapacityUnavailable(sched_ext_exception.UpstreamUnavailable):
     """The capacity API could not answer; the message says why."""

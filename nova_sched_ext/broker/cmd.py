@@ -35,12 +35,13 @@ when nothing can be (or was) placed; 2 for a bad option, configuration or
 request, with one line on stderr that says why.
 """
 
-import argparse
 import json
 import logging
 import os
 import sys
 
+from nova_sched_ext import cli
+from nova_sched_ext.cli import table
 from nova_sched_ext import version
 
 PROG = 'nova-sched-ext-broker'
@@ -48,17 +49,17 @@ DEFAULT_CONFIG = '/etc/nova-sched-ext/broker.yaml'
 CONFIG_ENV = 'NOVA_SCHED_EXT_BROKER_CONFIG'
 
 
-class _Parser(argparse.ArgumentParser):
-    """Errors on one line, like the command's other errors."""
-
-    def error(self, message):
-        self.exit(2, '%s: %s (see %s --help)\n' % (PROG, message, PROG))
+#: what an error line of the command starts with, after its name: the
+#: broker's lines are ``nova-sched-ext-broker: <message>``
+LABEL = ''
 
 
 def build_parser():
-    parser = _Parser(prog=PROG, description='Place a request across '
-                     'clusters: pick the cluster and flavor variant from '
-                     'each cluster\'s capacity, boot, fall back.')
+    parser = cli.Parser(
+        prog=PROG, help_hint='%s --help' % PROG,
+        description='Place a request across clusters: pick the cluster '
+                    'and flavor variant from each cluster\'s capacity, '
+                    'boot, fall back.')
     version.add_version_option(parser)
     parser.add_argument('--config', metavar='FILE',
                         help='the broker configuration (default: $%s, '
@@ -66,7 +67,7 @@ def build_parser():
     parser.add_argument('--debug', action='store_true',
                         help='log at debug level')
     commands = parser.add_subparsers(dest='command', metavar='COMMAND',
-                                     parser_class=_Parser)
+                                     parser_class=cli.Parser)
     commands.required = True
     for name, help_text in (
             ('plan', 'a dry run: the candidates in boot order and why each '
@@ -98,12 +99,7 @@ def build_parser():
 
 
 def _table(headers, rows):
-    import prettytable
-    table = prettytable.PrettyTable(headers)
-    table.align = 'l'
-    for row in rows:
-        table.add_row(['-' if v is None else v for v in row])
-    return table.get_string()
+    return table.render(rows, headers, empty='-')
 
 
 def render_plan(the_plan):
@@ -177,8 +173,11 @@ def run(args, broker_factory=None, stdout=None):
 
 
 def main(argv=None, broker_factory=None):
-    args = build_parser().parse_args(sys.argv[1:] if argv is None
-                                     else argv)
+    try:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None
+                                         else argv)
+    except cli.UsageError as exc:
+        return cli.report(PROG, exc, label=LABEL)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format='%(levelname)s %(name)s: %(message)s', stream=sys.stderr)
@@ -187,15 +186,8 @@ def main(argv=None, broker_factory=None):
     # version discovery that timed out) would say it twice.
     logging.getLogger('keystoneauth').setLevel(
         logging.NOTSET if args.debug else logging.ERROR)
-    from nova_sched_ext.broker import config as broker_config
-    from nova_sched_ext.broker import planning
-    from nova_sched_ext import registry
-    try:
-        return run(args, broker_factory=broker_factory)
-    except (broker_config.ConfigError, planning.RequestError,
-            registry.PluginLoadError) as exc:
-        sys.stderr.write('%s: %s\n' % (PROG, exc))
-        return 2
+    return cli.run(PROG, lambda: run(args, broker_factory=broker_factory),
+                   label=LABEL)
 
 
 if __name__ == '__main__':

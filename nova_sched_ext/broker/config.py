@@ -13,8 +13,8 @@
 """The broker's configuration: a YAML file the deployer writes.
 
 It is read and checked whole by :func:`load` (or :func:`parse` for a
-mapping already read); every fault is a :class:`ConfigError` whose one
-line names the file, the key (``clusters.east-1.pools[1]``) and the
+mapping already read); every fault is a :class:`BrokerConfigError` whose
+one line names the file, the key (``clusters.east-1.pools[1]``) and the
 problem, and nothing is used of a file that has one.  A file over
 :data:`MAX_CONFIG_BYTES` is refused unread; one whose aliases expand past
 :data:`MAX_CONFIG_VALUES` values or :data:`MAX_CONFIG_DEPTH` levels, or
@@ -59,6 +59,8 @@ import reprlib
 import typing
 
 import yaml
+
+from nova_sched_ext import exception as sched_ext_exception
 
 #: the stevedore namespace of the cluster choosers
 CHOOSER_NAMESPACE = 'nova_sched_ext.broker_choosers'
@@ -121,8 +123,13 @@ MAX_CONFIG_DEPTH = 32
 _NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}', re.ASCII)
 
 
-class ConfigError(ValueError):
+class BrokerConfigError(ValueError, sched_ext_exception.UserFacingError):
     """A configuration that cannot be used; the message says where."""
+
+
+#: The old name, kept for the callers that catch it (deprecated: it was
+#: also the name of the capacity count's configuration error).
+ConfigError = BrokerConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +199,7 @@ class _Checker:
 
     def fail(self, key, problem):
         # a key path holds names not yet checked: bounded like values
-        raise ConfigError('%s: %s: %s' % (
+        raise BrokerConfigError('%s: %s: %s' % (
             self.path, _clipped(key or '(top level)', 200), problem))
 
     def section(self, parent, name, key, known=None):
@@ -287,7 +294,7 @@ def _shown(value):
     return _clipped(_SHOWN.repr(value))
 
 
-class _TooBig(Exception):
+class _TooBig(sched_ext_exception.NovaSchedExtError):
     """A file past a bound; the message says which."""
 
 
@@ -384,10 +391,10 @@ def _read(path):
             raw = (f.read(MAX_CONFIG_BYTES + 1)
                    if size <= MAX_CONFIG_BYTES else b'')
     except OSError as exc:
-        raise ConfigError('%s: cannot be read: %s'
-                          % (path, exc.strerror or exc))
+        raise BrokerConfigError('%s: cannot be read: %s'
+                                % (path, exc.strerror or exc))
     if size > MAX_CONFIG_BYTES or len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(
+        raise BrokerConfigError(
             '%s: is larger than %d KiB%s: a broker configuration is a few '
             'kilobytes' % (path, MAX_CONFIG_BYTES // 1024,
                            ' (%d bytes)' % size
@@ -395,12 +402,12 @@ def _read(path):
     try:
         return raw.decode('utf-8')
     except UnicodeDecodeError as exc:
-        raise ConfigError('%s: is not UTF-8 text (byte %d)'
-                          % (path, exc.start))
+        raise BrokerConfigError('%s: is not UTF-8 text (byte %d)'
+                                % (path, exc.start))
 
 
 def load(path):
-    """The :class:`Config` of a YAML file; :class:`ConfigError` if bad."""
+    """The :class:`Config` of a YAML file, or :class:`BrokerConfigError`."""
     loader = _Loader(_read(path))
     try:
         node = loader.get_single_node()
@@ -412,21 +419,22 @@ def load(path):
         where = (' at line %d, column %d' % (mark.line + 1, mark.column + 1)
                  if mark is not None else '')
         problem = getattr(exc, 'problem', None) or str(exc).splitlines()[0]
-        raise ConfigError('%s: is not valid YAML%s: %s'
-                          % (path, where, _clipped(problem, 200)))
+        raise BrokerConfigError('%s: is not valid YAML%s: %s'
+                                % (path, where, _clipped(problem, 200)))
     except _TooBig as exc:
-        raise ConfigError('%s: %s' % (path, exc))
+        raise BrokerConfigError('%s: %s' % (path, exc))
     except ValueError as exc:
         # an integer of more digits than Python converts
-        raise ConfigError('%s: cannot be read: %s'
-                          % (path, _clipped(str(exc).splitlines()[0], 200)))
+        raise BrokerConfigError(
+            '%s: cannot be read: %s'
+            % (path, _clipped(str(exc).splitlines()[0], 200)))
     finally:
         loader.dispose()
     return parse(data, path)
 
 
 def parse(data, path='<configuration>'):
-    """The :class:`Config` of a parsed mapping; :class:`ConfigError`."""
+    """The :class:`Config` of a mapping, or :class:`BrokerConfigError`."""
     check = _Checker(path)
     check.mapping(data, '', known=(
         'broker', 'clusters', 'flavor_families', 'roles',

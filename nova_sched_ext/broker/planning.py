@@ -37,13 +37,14 @@ import dataclasses
 import typing
 
 from nova_sched_ext.broker import config as broker_config
+from nova_sched_ext import exception as sched_ext_exception
 
 DEFAULT_ROLE = 'pay-as-you-go'
 #: the most servers one request boots (one multi-create)
 MAX_COUNT = 1000
 
 
-class RequestError(ValueError):
+class RequestError(ValueError, sched_ext_exception.UserFacingError):
     """A request the configuration cannot serve; the message says why."""
 
 

@@ -58,6 +58,7 @@ import webob.dec
 
 from nova_sched_ext.capacity import errors
 from nova_sched_ext.conf import capacity as capacity_conf
+from nova_sched_ext import exception as sched_ext_exception
 
 LOG = logging.getLogger(__name__)
 
@@ -75,11 +76,11 @@ RETRY_AFTER_UNAVAILABLE = 30
 RETRY_AFTER_COUNTING = 10
 
 
-class CountUnderWay(Exception):
+class CountUnderWay(sched_ext_exception.NovaSchedExtError):
     """The count did not finish in time; it goes on."""
 
 
-class HTTPError(Exception):
+class HTTPError(sched_ext_exception.NovaSchedExtError):
     """An error answer; the message is its one-line ``detail``."""
 
     def __init__(self, status, title, detail, headers=None):

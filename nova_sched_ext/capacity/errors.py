@@ -24,8 +24,10 @@ This module imports nothing of Nova, so that the clients of the count
 Nova is loaded.
 """
 
+from nova_sched_ext import exception as sched_ext_exception
 
-class CapacityError(Exception):
+
+class CapacityError(sched_ext_exception.UserFacingError):
     """The count cannot be made; the message says why in one line."""
 
     #: exit status of a command that stops on this error
@@ -50,7 +52,8 @@ class UnknownScope(CapacityError):
     """An unknown availability zone, aggregate or way of grouping hosts."""
 
 
-class BackendUnavailable(CapacityError):
+class BackendUnavailable(CapacityError,
+                         sched_ext_exception.UpstreamUnavailable):
     """A database or placement is unreachable, or answers an error."""
 
     exit_code = 1

@@ -57,7 +57,8 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from nova_sched_ext.cmd import config_files
+from nova_sched_ext import cli
+from nova_sched_ext.cli import config_files
 from nova_sched_ext import version
 
 # prometheus_client is imported where it is used: its HTTP server must be
@@ -371,15 +372,12 @@ def main(argv=None, stop=None):
         config.parse_args([PROG] + list(argv), init_rpc=False, prog=PROG,
                           configure_db=False)
     except cfg.Error as exc:
-        sys.stderr.write('%s: error: %s\n'
-                         % (PROG, ' '.join(str(exc).split())))
-        return 2
+        return cli.report(PROG, exc, 2)
     logging.setup(conf, 'nova-sched-ext')
     try:
         backends.check_options(conf)
     except errors.ConfigError as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
-        return 2
+        return cli.report(PROG, exc)
     backends.bound(conf)
     backends.configure_databases(conf)
     objects.register_all()

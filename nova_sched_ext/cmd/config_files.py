@@ -10,121 +10,22 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+"""Deprecated: :mod:`nova_sched_ext.cli.config_files`, by its old path.
 
-"""The configuration files of the console scripts, read or refused in one line.
-
-oslo.config reports a configuration file it cannot find or parse as a
-``cfg.Error``, but one it cannot read at all escapes as a bare
-``IsADirectoryError`` (a directory passed as ``--config-file``) or
-``UnicodeDecodeError`` (a file that is not UTF-8, which does not even name
-the file), and Nova's ``monkey_patch.patch()`` reads the files as soon as a
-command is imported.  Every console script that reads ``nova.conf``
-(the scheduler, the capacity command and exporter, the defragmentation
-command, the simulator) goes through this module, so that such a file is
-one line on stderr and exit status 2, like any other unusable
-configuration.
-
-It imports nothing of Nova at module level: the console scripts import it
-before they choose their concurrency mode.
+The checks of the console scripts' configuration files moved to the
+console scripts' toolkit, :mod:`nova_sched_ext.cli`, which every command
+shares (the capacity commands no longer reach into ``cmd/``).  This path
+is the same module, with a ``DeprecationWarning``; it will be removed in a
+later release.
 """
 
-import argparse
-import glob
-import os
+import sys
+import warnings
 
-from oslo_config import cfg
+from nova_sched_ext.cli import config_files
 
+warnings.warn('nova_sched_ext.cmd.config_files is deprecated: use '
+              'nova_sched_ext.cli.config_files', DeprecationWarning,
+              stacklevel=2)
 
-class UnreadableConfigFile(cfg.Error):
-    """A configuration file oslo.config cannot read; the message says why.
-
-    A ``cfg.Error``, so that the console scripts' handling of a bad
-    configuration applies to it unchanged.
-    """
-
-
-def choose_native_threads():
-    """Choose native threads for the process, as Nova's services do.
-
-    ``nova.monkey_patch.patch(backend='threading')``, which reads
-    ``[DEFAULT] concurrency_backend`` from the configuration files of the
-    command line.  A file it cannot read (missing, unparsable, a directory,
-    not UTF-8) is the command's to report, in one line, once its
-    ``main()`` runs: until then the process runs on native threads, with
-    eventlet kept out, whatever the file would have said.
-    """
-    from nova import monkey_patch
-    try:
-        monkey_patch.patch(backend='threading')
-    except (cfg.Error, OSError, ValueError):
-        os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = 'true'
-        monkey_patch.patch(backend='threading')
-
-
-def _command_line_files(args):
-    """``(config files, config dirs)`` that ``args`` name, as oslo.config."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False,
-                                     exit_on_error=False)
-    # The same options as oslo.config's, read only to check the files
-    # before oslo.config opens them.
-    parser.add_argument('--config-file', action='append', default=[],
-                        help='a configuration file oslo.config will read')
-    parser.add_argument('--config-dir', action='append', default=[],
-                        help='a directory of *.conf files oslo.config '
-                             'will read')
-    try:
-        known, _rest = parser.parse_known_args(args)
-    except argparse.ArgumentError:
-        # "--config-file" without a path: oslo.config says so itself.
-        return [], []
-    return known.config_file, known.config_dir
-
-
-def check_command_line(args, project='nova', prog=None):
-    """Check the files a command line makes oslo.config read.
-
-    ``args`` are the arguments without the program name.  Without
-    ``--config-file`` and ``--config-dir``, oslo.config's default files
-    for ``project`` and ``prog`` are checked.
-
-    :raises UnreadableConfigFile: see :func:`check_readable`
-    """
-    files, dirs = _command_line_files(args)
-    if not files and not dirs:
-        files = cfg.find_config_files(project=project, prog=prog)
-        dirs = cfg.find_config_dirs(project=project, prog=prog)
-    check_readable(files, dirs)
-
-
-def check_readable(config_files=(), config_dirs=()):
-    """Check that oslo.config can read every one of these files.
-
-    The files of a directory are its ``*.conf`` files, as oslo.config reads
-    them.  A file or directory that does not exist is left to oslo.config,
-    whose ``cfg.Error`` already names it.
-
-    :raises UnreadableConfigFile: naming the first file that is a
-        directory, cannot be read, or is not UTF-8 text
-    """
-    paths = list(config_files)
-    for directory in config_dirs:
-        paths += sorted(glob.glob(os.path.join(directory, '*.conf')))
-    for path in paths:
-        if os.path.isdir(path):
-            raise UnreadableConfigFile(
-                'config file %s is a directory, not a file' % path)
-        try:
-            with open(path, 'rb') as f:
-                data = f.read()
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise UnreadableConfigFile('config file %s cannot be read: %s'
-                                       % (path, exc.strerror or exc))
-        try:
-            data.decode('utf-8')
-        except UnicodeDecodeError as exc:
-            line = data.count(b'\n', 0, exc.start) + 1
-            raise UnreadableConfigFile(
-                'config file %s is not UTF-8 text (byte 0x%02x on line %d)'
-                % (path, data[exc.start], line))
+sys.modules[__name__] = config_files

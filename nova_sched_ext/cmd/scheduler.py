@@ -38,7 +38,7 @@ that cannot be loaded, a coordination backend that cannot be used.
 # Native threads, as nova-scheduler's default (one line, as Nova's, so that
 # the imports below still count as the top of the file); a config file that
 # cannot be read is main()'s to report, in one line.
-from nova_sched_ext.cmd import config_files; config_files.choose_native_threads()  # noqa
+from nova_sched_ext.cli import config_files; config_files.choose_native_threads()  # noqa
 
 import os
 import sys
@@ -57,6 +57,7 @@ from nova import service
 from nova import thread_pool_factory
 from nova import version
 
+from nova_sched_ext import cli
 from nova_sched_ext.conf import checks as conf_checks
 from nova_sched_ext.conf import evictor as evictor_conf
 from nova_sched_ext.conf import scheduler as scheduler_conf
@@ -90,8 +91,8 @@ DESCRIPTION = (
     "nova-scheduler.")
 
 
-class UsageError(Exception):
-    """The command line or the configuration files cannot be used."""
+#: the console scripts' toolkit's, by this module's old name
+UsageError = cli.UsageError
 
 
 def prog_name(argv):
@@ -155,16 +156,16 @@ def main(argv=None):
             cfg.ConfigSourceValueError) as exc:
         # A value of the wrong type in a file is found only when the
         # option is read.
-        _usage_error(prog, exc)
+        sys.exit(cli.report(prog, exc, 2))
     except registry.PluginLoadError as exc:
         # An unknown or broken driver, request wrapper or victim strategy
         # named in the configuration: a scheduler without it would be unsafe.
-        _usage_error(prog, exc)
+        sys.exit(cli.report(prog, exc, 2))
     except (coordination.BackendUnsupported,
             coordination.BackendUnusable) as exc:
         # The preemption driver on a backend that cannot record evictions;
         # a backend URL that can never work.
-        _usage_error(prog, exc)
+        sys.exit(cli.report(prog, exc, 2))
 
     # As nova-scheduler does: the executors must not cross the fork of
     # the workers.
@@ -172,9 +173,3 @@ def main(argv=None):
 
     service.serve(server, workers=workers)
     service.wait()
-
-
-def _usage_error(prog, exc):
-    message = ' '.join(str(exc).split())
-    sys.stderr.write('%s: error: %s\n' % (prog, message))
-    sys.exit(2)

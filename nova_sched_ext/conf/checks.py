@@ -16,8 +16,10 @@ import math
 
 from oslo_config import cfg
 
+from nova_sched_ext import exception as sched_ext_exception
 
-class InvalidOptionValue(cfg.Error):
+
+class InvalidOptionValue(cfg.Error, sched_ext_exception.UserFacingError):
     """A configured value its option refuses; the message names the option."""
 
 

@@ -38,21 +38,18 @@ plan or state file, unknown instance, host, zone or aggregate, a negative
 budget, a scope matching nothing), said in one line, nothing moved.
 """
 
-# The capacity command chooses Nova's concurrency mode when it is
-# imported, before anything else loads Nova; this command shares it.
-# autopep8: off
-from nova_sched_ext.capacity import cmd as capacity_cmd
-# autopep8: on
+# Native threads; a config file that cannot be read is main()'s to report.
+from nova_sched_ext.cli import config_files; config_files.choose_native_threads()  # noqa
 
 import argparse
 import importlib.metadata
 import json
 import logging
 import math
-import os
 import sys
 
-from nova_sched_ext.capacity import errors
+from nova_sched_ext import cli
+from nova_sched_ext.cli import table
 from nova_sched_ext.conf import defrag as defrag_conf
 from nova_sched_ext import version
 
@@ -64,17 +61,27 @@ DESCRIPTION = (
     'Plan live migrations that give the large flavors their room back '
     '(NUMA-exact, within a budget and a scope), and apply such a plan.')
 
-UsageError = capacity_cmd.UsageError
+#: the console scripts' toolkit's, by this module's old name
+UsageError = cli.UsageError
 
 
-class _Parser(argparse.ArgumentParser):
+def load_config(args, prog=PROG):
+    """Parse ``nova.conf`` as the capacity count does, or UsageError.
 
-    def error(self, message):
-        raise UsageError('%s (see --help)' % message)
+    The cloud is read through the capacity count's reader, with its
+    options and its bounded database and placement calls.
+    """
+    from nova_sched_ext.capacity import backends
+    from nova_sched_ext.capacity import conf as capacity_conf
+    conf = config_files.load_nova_conf(args, prog,
+                                       check=capacity_conf.check_options)
+    backends.bound(conf)
+    backends.configure_databases(conf)
+    return conf
 
 
 def _config_options(parser):
-    capacity_cmd.add_config_options(parser)
+    cli.add_config_options(parser)
     parser.add_argument('--debug', action='store_true',
                         help='Log what the command does on stderr, and the '
                              'traceback of an unexpected error.')
@@ -108,10 +115,10 @@ def _gib(text):
 
 
 def build_parser(prog=PROG):
-    parser = _Parser(prog=prog, description=DESCRIPTION)
+    parser = cli.Parser(prog=prog, description=DESCRIPTION)
     version.add_version_option(parser)
     commands = parser.add_subparsers(dest='command', metavar='COMMAND',
-                                     parser_class=_Parser)
+                                     parser_class=cli.Parser)
     commands.required = True
     plan = commands.add_parser(
         'plan', help='Plan the moves, print them; moves nothing.',
@@ -255,10 +262,10 @@ def run_plan(args, context=None):
             raise UsageError('--flavor is not for --state: a saved state '
                              'names its reference flavors')
         if args.config_file or args.config_dir:
-            capacity_cmd.load_config(args, PROG)
+            load_config(args, PROG)
         cloud, flavors = saved_state(args.state)
     else:
-        capacity_cmd.load_config(args, PROG)
+        load_config(args, PROG)
         from nova import context as nova_context
         from nova import objects
         from nova_sched_ext.defrag import live
@@ -297,14 +304,14 @@ def render_plan(document):
                                 for f in flavors)))
     blocks = []
     if rows:
-        blocks.append(capacity_cmd.render_table(
+        blocks.append(table.render(
             rows, ('#', 'Instance', 'Flavor', 'From', 'To', 'Host cells',
                    'RAM (GiB)', 'Slots (%s)' % ' / '.join(flavors)),
             ['r', 'l', 'l', 'l', 'l', 'l', 'r', 'r']))
     else:
         blocks.append('No move recovers a large-flavor slot within the '
                       'budget and scope.')
-    blocks.append(capacity_cmd.render_table(
+    blocks.append(table.render(
         [(f, document['slots_before'][f], document['slots_after'][f],
           '%+d' % document['slots_recovered'][f]) for f in flavors],
         ('Flavor', 'Slots before', 'Slots after', 'Recovered'),
@@ -313,7 +320,7 @@ def render_plan(document):
     for entry in document['left_alone']:
         reasons[entry['reason']] = reasons.get(entry['reason'], 0) + 1
     if reasons:
-        blocks.append(capacity_cmd.render_table(
+        blocks.append(table.render(
             sorted(((n, r) for r, n in reasons.items()),
                    key=lambda row: (-row[0], row[1])),
             ('Instances', 'Left alone because'), ['r', 'l']))
@@ -380,7 +387,7 @@ def run_apply(args, stdout, context=None, compute=None):
     if args.parallel < 1:
         raise UsageError('--parallel must be at least 1, not %d'
                          % args.parallel)
-    capacity_cmd.load_config(args, PROG)
+    load_config(args, PROG)
     _check_defrag_options()
     if compute is None and not args.dry_run:
         compute = _compute()
@@ -439,12 +446,6 @@ def _check_defrag_options():
 
 # --- main ---------------------------------------------------------------
 
-def _fail(prog, message, code):
-    sys.stderr.write('%s: error: %s\n' % (prog, ' '.join(
-        str(message).split())))
-    return code
-
-
 def run(args, stdout):
     """Run a parsed command; its exit status."""
     if args.command == 'apply':
@@ -461,26 +462,17 @@ def run(args, stdout):
 def main(argv=None, stdout=None):
     argv = sys.argv if argv is None else argv
     stdout = stdout or sys.stdout
-    prog = os.path.basename(argv[0]) if argv and argv[0] else PROG
-    if prog in ('cmd.py', '__main__.py', '-m', '-c'):
-        prog = PROG
+    prog = cli.prog_name(argv, PROG)
     try:
         args = build_parser(prog).parse_args(argv[1:])
-    except UsageError as exc:
-        return _fail(prog, exc, 2)
-    handler = capacity_cmd.setup_logging(args.debug)
-    from nova_sched_ext.defrag import model
+    except cli.UsageError as exc:
+        return cli.report(prog, exc)
+    handler = cli.setup_logging(args.debug)
     try:
-        return run(args, stdout)
-    except (UsageError, model.PlanError) as exc:
-        return _fail(prog, exc, 2)
-    except errors.CapacityError as exc:
-        return _fail(prog, exc, exc.exit_code)
-    except Exception as exc:
-        if args.debug:
-            logging.getLogger(__name__).exception('%s failed', args.command)
-        message, code = capacity_cmd.unexpected_error(exc)
-        return _fail(prog, message, code)
+        return cli.run(
+            prog, lambda: run(args, stdout), unexpected=cli.unexpected_error,
+            log_unexpected=lambda: args.debug and logging.getLogger(
+                __name__).exception('%s failed', args.command))
     finally:
         logging.getLogger().removeHandler(handler)
 

@@ -29,6 +29,8 @@ import os
 import stat
 import typing
 
+from nova_sched_ext import exception as sched_ext_exception
+
 #: The ``format`` of a plan document (``planner.Plan.to_dict()``); here,
 #: where nothing imports Nova, so that Watcher's strategy can check it too.
 PLAN_FORMAT = 'nova-sched-ext-defrag-plan/1'
@@ -47,7 +49,7 @@ PCI_DEVICES = 'it has PCI devices (live migration would lose them)'
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
 
-class PlanError(ValueError):
+class PlanError(ValueError, sched_ext_exception.UserFacingError):
     """A user error in the planner's input; the message is one line."""
 
 

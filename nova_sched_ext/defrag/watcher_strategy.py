@@ -56,6 +56,7 @@ from nova_sched_ext.defrag import model as defrag_model
 from nova_sched_ext.defrag import watcher_conf
 from nova_sched_ext.defrag import watcher_goal
 from nova_sched_ext.defrag import watcher_planner
+from nova_sched_ext import exception as sched_ext_exception
 
 LOG = logging.getLogger(__name__)
 
@@ -63,7 +64,8 @@ LOG = logging.getLogger(__name__)
 LIVE = 'live'
 
 
-class DefragmentationFailed(exception.WatcherException):
+class DefragmentationFailed(exception.WatcherException,
+                            sched_ext_exception.NovaSchedExtError):
     """The plan cannot be had or used; the audit fails with this line."""
 
     msg_fmt = 'NUMA defragmentation: %(reason)s'

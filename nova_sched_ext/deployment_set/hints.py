@@ -48,6 +48,7 @@ import dataclasses
 import re
 
 from nova_sched_ext import conf
+from nova_sched_ext import exception as sched_ext_exception
 
 CONF = conf.CONF
 
@@ -70,7 +71,7 @@ PARTITIONED = 'partition'
 STRATEGIES = (HOST, DOMAIN, PARTITIONED)
 
 
-class InvalidHints(ValueError):
+class InvalidHints(ValueError, sched_ext_exception.UserFacingError):
     """A hint has a value the request cannot be scheduled with.
 
     The message is meant for the operator reading the scheduler log.

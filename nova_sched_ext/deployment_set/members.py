@@ -59,6 +59,7 @@ from oslo_log import log as logging
 
 from nova_sched_ext.deployment_set import hints as ds_hints
 from nova_sched_ext.deployment_set import rules
+from nova_sched_ext import exception as sched_ext_exception
 
 LOG = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ _HOSTLESS_STATES = (vm_states.ERROR, vm_states.SHELVED_OFFLOADED,
                     vm_states.DELETED, vm_states.SOFT_DELETED)
 
 
-class MembersUnavailable(Exception):
+class MembersUnavailable(sched_ext_exception.UpstreamUnavailable):
     """The members of a set could not be read; the message says why."""
 
 

@@ -24,6 +24,7 @@ from nova.objects import fields
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import hoststamp
 from nova_sched_ext.fit import model as m
@@ -54,7 +55,7 @@ _PCI_POLICY = {
 }
 
 
-class Unsupported(Exception):
+class Unsupported(sched_ext_exception.NovaSchedExtError):
     """The request or host uses a feature outside the engine's subset."""
 
 

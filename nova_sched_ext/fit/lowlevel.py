@@ -38,6 +38,7 @@ past its return.
 import functools
 import threading
 
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import packing
 
@@ -94,7 +95,7 @@ STRUCTS = {
 }
 
 
-class HelperError(Exception):
+class HelperError(sched_ext_exception.NovaSchedExtError):
     """The C helper refused its input: a bug, please report it.
 
     Both engines refuse the same inputs, and the adapters make a host
@@ -114,7 +115,7 @@ class HelperError(Exception):
             entry_point, self.name, code))
 
 
-class HelperUnavailable(ImportError):
+class HelperUnavailable(ImportError, sched_ext_exception.NovaSchedExtError):
     """The C helper cannot be used: not built, or built from another header.
 
     The message says why.

@@ -17,6 +17,8 @@ used when it exports the same values
 
 import typing
 
+from nova_sched_ext import exception as sched_ext_exception
+
 # Answers of the engine.  UNKNOWN means "outside the supported subset": the
 # caller must treat the host as a candidate and let Nova decide.
 NO = 0
@@ -168,7 +170,7 @@ class Shape(typing.NamedTuple):
     numa: typing.Optional[Request] = None
 
 
-class InvalidInput(ValueError):
+class InvalidInput(ValueError, sched_ext_exception.NovaSchedExtError):
     """A host or request outside the bounds both engines accept."""
 
 

@@ -33,6 +33,7 @@ from nova import objects
 from nova.scheduler import utils
 from oslo_log import log as logging
 
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext.preemption import extra_specs
 
 CONF = nova_conf.CONF
@@ -121,7 +122,7 @@ def is_going(instance):
                                    task_states.SHELVING_OFFLOADING)
 
 
-class CellUnavailable(Exception):
+class CellUnavailable(sched_ext_exception.UpstreamUnavailable):
     def __init__(self, cell_uuid):
         super().__init__('cell %s did not answer' % cell_uuid)
         self.cell_uuid = cell_uuid

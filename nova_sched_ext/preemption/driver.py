@@ -67,6 +67,7 @@ from oslo_log import log as logging
 
 from nova_sched_ext import conf
 from nova_sched_ext import coordination
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext import manager as ext_manager
 from nova_sched_ext.preemption import caps
 from nova_sched_ext.preemption import census
@@ -112,7 +113,7 @@ def _fault_point(point, **details):
         FAULT_INJECTION(point, **details)
 
 
-class EvictionFailed(Exception):
+class EvictionFailed(sched_ext_exception.NovaSchedExtError):
     """One step of an eviction failed; the message says which."""
 
 
@@ -187,7 +188,7 @@ class Eviction(wrappers.RequestWrapper):
         return census.needs_new_room(context, spec_obj, instance_uuids)
 
 
-class _Retry(Exception):
+class _Retry(sched_ext_exception.NovaSchedExtError):
     pass
 
 

@@ -31,6 +31,7 @@ from oslo_log import log as logging
 from nova_sched_ext import conf
 from nova_sched_ext.conf import evictor as evictor_conf
 from nova_sched_ext.conf import scheduler as scheduler_conf
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext.preemption import extra_specs
 
 CONF = conf.CONF
@@ -51,7 +52,7 @@ def untouched(server):
         server.status not in TAKEN_STATUSES
 
 
-class EvictionError(Exception):
+class EvictionError(sched_ext_exception.NovaSchedExtError):
     """The Compute API refused or failed an eviction step."""
 
 

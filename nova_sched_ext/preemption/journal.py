@@ -63,6 +63,7 @@ import uuid
 from oslo_utils import timeutils
 
 from nova_sched_ext import conf
+from nova_sched_ext import exception as sched_ext_exception
 
 CONF = conf.CONF
 
@@ -80,7 +81,7 @@ RECONCILING = 'reconciling'  # another scheduler took it over
 STATES = (RESERVING, RESERVED, EVICTING, EVICTED, ROLLING_BACK, RECONCILING)
 
 
-class LostOwnership(Exception):
+class LostOwnership(sched_ext_exception.NovaSchedExtError):
     """Another scheduler took the record over: its lease had run out."""
 
 

@@ -24,6 +24,8 @@ a reservation, again in one request.
 
 from oslo_log import log as logging
 
+from nova_sched_ext import exception as sched_ext_exception
+
 LOG = logging.getLogger(__name__)
 
 #: consumer generations in POST /allocations and GET /allocations/{uuid}
@@ -32,7 +34,7 @@ VERSION = '1.28'
 ALLOCATION_REQUEST_VERSION = '1.36'
 
 
-class ReservationFailed(Exception):
+class ReservationFailed(sched_ext_exception.NovaSchedExtError):
     """Placement refused the reservation (or its release)."""
 
     def __init__(self, message, conflict=False):

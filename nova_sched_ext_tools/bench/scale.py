@@ -145,6 +145,7 @@ import time
 import uuid as uuid_lib
 from wsgiref import simple_server
 
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext_tools.sim import trace as trace_mod
 
 DEFAULT_DB_URL = 'mysql+pymysql://root@127.0.0.1:3306/'
@@ -212,7 +213,7 @@ def summary(values):
             'p99': percentile(values, 99)}
 
 
-class BenchError(Exception):
+class BenchError(sched_ext_exception.NovaSchedExtError):
     """The bench cannot run; the message says why, in one line."""
 
 

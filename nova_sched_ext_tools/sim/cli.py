@@ -58,6 +58,7 @@ import sys
 import time
 import warnings
 
+from nova_sched_ext import cli
 from nova_sched_ext import version
 
 DEFAULT_COMPARE = ('nova-default', 'best-fit', 'numa-slot')
@@ -115,8 +116,8 @@ times differ (see doc/source/simulator.rst).
 """
 
 
-class UsageError(Exception):
-    """The options cannot work; found before the replay starts."""
+#: the options cannot work; found before the replay starts
+UsageError = cli.UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -615,7 +616,7 @@ def run(args, stdout=sys.stdout, stderr=sys.stderr):
     import nova.conf
     from oslo_config import cfg
 
-    from nova_sched_ext.cmd import config_files
+    from nova_sched_ext.cli import config_files
     from nova_sched_ext_tools.sim import policies
     from nova_sched_ext_tools.sim import replay
     from nova_sched_ext_tools.sim import report

@@ -34,6 +34,8 @@ import importlib
 import nova.conf
 from oslo_config import cfg
 
+from nova_sched_ext import exception as sched_ext_exception
+
 CONF = nova.conf.CONF
 
 NOVA_WEIGHERS = 'nova.scheduler.weights.all_weighers'
@@ -59,7 +61,7 @@ SIM_ENABLED_FILTERS = [
 ]
 
 
-class PolicyError(Exception):
+class PolicyError(sched_ext_exception.NovaSchedExtError):
     """A preset that cannot be used here; the message says why."""
 
 

@@ -66,6 +66,7 @@ from oslo_log import log as logging
 
 from nova_sched_ext.deployment_set import members
 from nova_sched_ext.deployment_set import rules
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext_tools.sim import cloud
 from nova_sched_ext_tools.sim import slots
 from nova_sched_ext_tools.sim import trace
@@ -109,7 +110,7 @@ CONSTANT_WEIGHERS = (
 )
 
 
-class SimulationError(Exception):
+class SimulationError(sched_ext_exception.NovaSchedExtError):
     """The simulation cannot run as configured; the message says why."""
 
 

@@ -24,12 +24,13 @@ of its cells, and its group (strategy, id, partition).
 import json
 
 from nova_sched_ext.defrag import model as defrag_model
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext_tools.sim import trace
 
 FORMAT = 'nova-sched-ext-sim-state/1'
 
 
-class StateError(ValueError):
+class StateError(ValueError, sched_ext_exception.NovaSchedExtError):
     """A state file that cannot be used; the message says why."""
 
 

@@ -39,6 +39,8 @@ import os
 import random
 import re
 
+from nova_sched_ext import exception as sched_ext_exception
+
 NONE = 'none'
 AFFINITY = 'affinity'
 ANTI_AFFINITY = 'anti-affinity'
@@ -79,7 +81,7 @@ _DECIMAL = re.compile(r'-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?',
                       re.ASCII)
 
 
-class TraceError(ValueError):
+class TraceError(ValueError, sched_ext_exception.NovaSchedExtError):
     """A trace file that cannot be read; the message says where and why."""
 
 

@@ -33,9 +33,10 @@ import sys
 
 from nova_sched_ext.defrag import state as planning_state
 from nova_sched_ext.defrag import validity
+from nova_sched_ext import exception as sched_ext_exception
 
 
-class WatcherUnavailable(Exception):
+class WatcherUnavailable(sched_ext_exception.NovaSchedExtError):
     """Watcher's strategy cannot run; the message says why."""
 
 

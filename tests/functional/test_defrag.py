@@ -70,7 +70,7 @@ class DefragTest(base.NUMAFitTestBase):
                    group='nova_sched_ext')
         # The command parses nova.conf; the test's Nova is configured.
         self.useFixture(fixtures.MockPatchObject(
-            self.cmd.capacity_cmd, 'load_config'))
+            self.cmd, 'load_config'))
         self.useFixture(fixtures.MonkeyPatch(
             'nova.tests.fixtures.libvirt.Domain.migrateToURI3',
             self._migrate))

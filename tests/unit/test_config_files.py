@@ -28,7 +28,7 @@ from unittest import mock
 
 import fixtures
 
-from nova_sched_ext.cmd import config_files
+from nova_sched_ext.cli import config_files
 from tests import base
 from tests.unit.capacity import test_cmd as capacity_test_cmd
 

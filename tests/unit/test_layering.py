@@ -25,7 +25,8 @@ The rules, each with the reason a failure gives:
 
 * ``fit/`` imports nothing of the package but ``fit/`` and ``conf``;
 * ``conf/`` (the options, which ``fit/`` and the broker import) imports
-  nothing of the package but ``conf/``, and no ``nova`` module;
+  nothing of the package but ``conf/`` and the exception base, and no
+  ``nova`` module;
 * only :data:`C_HELPER_SEAM` imports the compiled helper
   (:data:`C_HELPER`);
 * nothing under ``nova_sched_ext/`` imports the offline tools,
@@ -91,8 +92,11 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
 C_HELPER = 'nova_sched_ext.fit._cfit'
 C_HELPER_SEAM = 'nova_sched_ext.fit.lowlevel'
 
+#: The package's exception base, which imports nothing: every ring may use it.
+EXCEPTION = 'nova_sched_ext.exception'
+
 #: What fit/ may import of the package besides itself.
-FIT_MAY_IMPORT = ('nova_sched_ext.conf',)
+FIT_MAY_IMPORT = ('nova_sched_ext.conf', EXCEPTION)
 
 #: The options: one module per group, registered by the package itself.
 CONF = 'nova_sched_ext.conf'
@@ -117,16 +121,18 @@ WATCHER_PLUGINS = ('nova_sched_ext.defrag.watcher_strategy',
                    'nova_sched_ext.defrag.watcher_planner',
                    'nova_sched_ext.defrag.watcher_engine',
                    'nova_sched_ext.defrag.watcher_conf')
-WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model',)
+WATCHER_PLUGINS_MAY_IMPORT = ('nova_sched_ext.defrag.model', EXCEPTION)
 WATCHER_RUNNERS = ('nova_sched_ext_tools.sim.watcher_run',)
 
 #: The broker, above Nova, and what it may import of the package: the
-#: plugin registry, the capacity API's client, the options (and the
-#: package ``__init__`` modules on the way, which import no Nova either).
+#: plugin registry, the capacity API's client, the options, the exception
+#: base, the console scripts' toolkit (and the package ``__init__`` modules
+#: on the way, which import no Nova either).
 BROKER = 'nova_sched_ext.broker'
 BROKER_MAY_IMPORT = ('nova_sched_ext.broker', 'nova_sched_ext.registry',
                      'nova_sched_ext.capacity.osc', CONF,
-                     'nova_sched_ext.version')
+                     'nova_sched_ext.version', EXCEPTION,
+                     'nova_sched_ext.cli')
 
 #: Entry-point groups whose entry points the runtime loads (fnmatch
 #: patterns): the package's own registries (nova_sched_ext.*), Nova's
@@ -293,9 +299,9 @@ def _broken_rule(module, name):
             not within(name, ('nova_sched_ext.fit',) + FIT_MAY_IMPORT):
         return ('fit/ is the core: it imports nothing of the package but '
                 'fit/ and %s' % ', '.join(FIT_MAY_IMPORT))
-    if within(module, CONF) and not within(name, CONF):
-        return ('conf/ imports nothing of the package but conf/: fit/, '
-                'the core, imports it')
+    if within(module, CONF) and not within(name, (CONF, EXCEPTION)):
+        return ('conf/ imports nothing of the package but conf/ and the '
+                'exception base: fit/, the core, imports it')
     if within(module, PLUGINS) and within(name, ABOVE_PLUGINS):
         return ('filters, weighers and deployment sets are below the '
                 'scheduler manager and preemption: they import neither')

@@ -230,7 +230,7 @@ class TestInputBounds(CommandTestCase):
         self.assertOneLineError(2, self.main('plan', '--state', deep),
                                 'nested too deeply')
         self.again()
-        with mock.patch.object(self.cmd.capacity_cmd, 'load_config'):
+        with mock.patch.object(self.cmd, 'load_config'):
             self.assertOneLineError(
                 2, self.main('apply', deep, '--dry-run'),
                 'nested too deeply')
@@ -267,7 +267,7 @@ class TestInputBounds(CommandTestCase):
                                     'error: state file %s is larger than '
                                     '64 MiB' % huge)
             self.again()
-            with mock.patch.object(self.cmd.capacity_cmd, 'load_config'):
+            with mock.patch.object(self.cmd, 'load_config'):
                 self.assertOneLineError(
                     2, self.main('apply', huge, '--dry-run'),
                     'error: plan file %s is larger than 64 MiB' % huge)
@@ -279,7 +279,7 @@ class TestInputBounds(CommandTestCase):
         self.addCleanup(conf.CONF.clear_override, 'timeout',
                         group='nova_sched_ext_defrag')
         plan = self.write('plan.json', '{}')
-        with mock.patch.object(self.cmd.capacity_cmd, 'load_config'), \
+        with mock.patch.object(self.cmd, 'load_config'), \
                 mock.patch.object(model, 'read_document') as read:
             self.assertOneLineError(
                 2, self.main('apply', plan, '--dry-run'),
@@ -308,7 +308,7 @@ class TestApply(CommandTestCase):
         self.stdout.truncate()
         self.compute = test_executor.FakeCompute(self.saved)
         self.useFixture(fixtures.MockPatchObject(
-            self.cmd.capacity_cmd, 'load_config'))
+            self.cmd, 'load_config'))
         self.useFixture(fixtures.MockPatch(
             'nova_sched_ext.defrag.live.read_cloud',
             side_effect=lambda context, reader=None, hosts=None:
