@@ -61,8 +61,9 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
 C_HELPER = 'nova_sched_ext.fit._cfit'
 C_HELPER_SEAM = 'nova_sched_ext.fit.lowlevel'
 
-#: What fit/ may import of the package besides itself.
-FIT_MAY_IMPORT = ('nova_sched_ext.conf',)
+#: What fit/ may import of the package besides itself (the compat seam
+#: imports nothing of the package: it stands for Nova's private names).
+FIT_MAY_IMPORT = ('nova_sched_ext.conf', 'nova_sched_ext.compat')
 
 #: Console scripts of the offline tools still in cmd/ (they will move under
 #: offline/ and leave this tuple empty).
