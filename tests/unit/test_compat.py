@@ -384,9 +384,10 @@ class TestNothingPrivateOutsideTheSeam(base.TestCase):
         self.assertFlags(
             'from nova.scheduler import host_manager\n'
             'class M(host_manager.HostManager):\n'
-            '    def f(self, host):\n'
-            '        return self._get_aggregates_info(host)\n',
-            '_get_aggregates_info', 'nova.scheduler.host_manager.HostManager')
+            '    def f(self, aggregate):\n'
+            '        return self._update_aggregate(aggregate)\n',
+            'calls _update_aggregate',
+            'nova.scheduler.host_manager.HostManager')
 
     def test_an_override_the_seam_does_not_list_fails(self):
         source = ('from nova.scheduler import host_manager\n'
