@@ -67,6 +67,7 @@ import threading
 from nova import exception
 from oslo_log import log as logging
 
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 
 LOG = logging.getLogger(__name__)
@@ -92,11 +93,10 @@ class _Attempt(object):
         # sets it to None itself for the queries it wants unlimited; those
         # stay unlimited.  Anything but a number there (a Nova that keeps
         # it elsewhere) leaves the query as Nova made it, never widened.
-        sent = getattr(resources, '_limit', None)
-        if not isinstance(sent, int):
-            sent = None
-        elif self.limit is not None:
-            sent = resources._limit = self.limit
+        sent = nova_compat.query_limit(resources)
+        if sent is not None and self.limit is not None:
+            sent = self.limit
+            nova_compat.set_query_limit(resources, sent)
         result = client.get_allocation_candidates(context, resources)
         # (None, None, None) or None when placement failed: nothing came.
         alloc_reqs = result[0] if result else None

@@ -69,8 +69,8 @@ from oslo_utils import encodeutils
 from oslo_utils import netutils
 from stevedore import exception as stevedore_exception
 from tooz import coordination
-from tooz import utils as tooz_utils
 
+from nova_sched_ext.compat import tooz as tooz_compat
 from nova_sched_ext import conf
 from nova_sched_ext import exception as sched_ext_exception
 
@@ -670,19 +670,15 @@ def _quick_redis_retries(coordinator):
     tooz tries each operation up to 15 times; the redis client's default
     (3 retries with a growing backoff, in redis-py 6 and later) would make
     the first request after redis died wait close to a minute.  tooz makes
-    its client in ``start()`` through ``_make_client``; nothing public
-    sets its retry policy, so that one method is wrapped.
+    its client in ``start()``; nothing public sets its retry policy, so
+    the seam wraps the factory it calls.
     """
-    make_client = getattr(coordinator, '_make_client', None)
-    if make_client is None:
-        return
 
-    def make_quick_client(*args, **kwargs):
-        client = make_client(*args, **kwargs)
+    def quick_client(client):
         client.set_retry(_quick_redis_retry())
         return client
 
-    coordinator._make_client = make_quick_client
+    tooz_compat.wrap_client_factory(coordinator, quick_client)
 
 
 def _describe(exc):
@@ -764,16 +760,7 @@ class RedisRecords(object):
 
     def __init__(self, url):
         # The redis client is an optional requirement, as for tooz.
-        from tooz.drivers import redis as tooz_redis
-
-        driver = tooz_redis.RedisDriver
-        parsed = netutils.urlsplit(url)
-        options = tooz_utils.collapse(
-            urllib.parse.parse_qs(parsed.query),
-            exclude=driver.EXCLUDE_OPTIONS)
-        options.update(_redis_defaults(url))
-        timeout = int(options.get('timeout', driver.CLIENT_DEFAULT_SOCKET_TO))
-        self._client = driver._make_client(parsed, options, timeout)
+        self._client = tooz_compat.redis_client(url, _redis_defaults(url))
         self._client.set_retry(_quick_redis_retry())
         self._scripts = {
             name: self._client.register_script(source) for name, source in (

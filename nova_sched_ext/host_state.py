@@ -71,8 +71,6 @@ import threading
 import time
 
 from nova import context as context_module
-from nova.db.main import api as main_db_api
-from nova.db.main import models
 from nova import objects
 from nova.pci import stats as pci_stats
 from nova.scheduler import host_manager
@@ -80,6 +78,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 
 LOG = logging.getLogger(__name__)
@@ -89,8 +88,8 @@ LOG = logging.getLogger(__name__)
 #: them through to the kept base.
 SHARED_CACHE_PREFIX = '_nova_sched_ext'
 
-_COMPUTE_NODES = models.ComputeNode.__table__
-_SERVICES = models.Service.__table__
+_COMPUTE_NODES = nova_compat.compute_nodes_table()
+_SERVICES = nova_compat.services_table()
 _COMPUTE_BINARY = 'nova-compute'
 
 
@@ -187,7 +186,7 @@ def _node_stamps(cctxt, compute_uuids):
         c.deleted == 0)
     if compute_uuids is not None:
         query = query.where(c.uuid.in_(compute_uuids))
-    engine = main_db_api.get_engine(context=cctxt)
+    engine = nova_compat.cell_engine(cctxt)
     with engine.connect() as conn:
         return conn.execute(query).fetchall()
 
@@ -197,7 +196,7 @@ def _service_rows(cctxt, hosts):
     c = _SERVICES.c
     query = sa.select(_SERVICES).where(
         c.deleted == 0, c.binary == _COMPUTE_BINARY, c.host.in_(hosts))
-    engine = main_db_api.get_engine(context=cctxt)
+    engine = nova_compat.cell_engine(cctxt)
     with engine.connect() as conn:
         return conn.execute(query).fetchall()
 
@@ -300,8 +299,8 @@ class KeptHostManager(host_manager.HostManager):
             for row in _service_rows(cctxt, hosts) if hosts else ():
                 kept = services.get(row.host)
                 if kept is None or kept.row != tuple(row):
-                    service = objects.Service._from_db_object(
-                        cctxt, objects.Service(), row._mapping)
+                    service = nova_compat.service_from_row(cctxt,
+                                                           row._mapping)
                     kept = fresh_services[row.host] = _KeptService(
                         tuple(row), service)
                 found[row.host] = kept
@@ -373,9 +372,9 @@ class KeptHostManager(host_manager.HostManager):
                     fields = state.__dict__
                     fields['service'] = service_dict
                 fields = state.__dict__
-                fields['aggregates'] = self._get_aggregates_info(host)
-                fields['instances'] = self._get_instance_info(context,
-                                                              compute)
+                fields['aggregates'] = nova_compat.host_aggregates(self, host)
+                fields['instances'] = nova_compat.host_instances(
+                    self, context, compute)
                 seen_nodes.add(state_key)
         return (host_state_map[key] for key in seen_nodes)
 

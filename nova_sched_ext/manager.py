@@ -72,6 +72,7 @@ import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 
 from nova_sched_ext import candidates
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext import host_state
@@ -82,7 +83,7 @@ LOG = logging.getLogger(__name__)
 CLASS_PATH = 'nova_sched_ext.manager.SchedulerManager'
 
 # Nova's marker for "no RequestSpec passed" (older conductors).
-_SENTINEL = nova_manager.SchedulerManager._sentinel
+_SENTINEL = nova_compat.request_spec_sentinel()
 
 
 class _ConfiguredRequestWrappers(object):

@@ -37,6 +37,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_sched_ext.capacity import errors
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext.conf import capacity as capacity_conf
 
 LOG = logging.getLogger(__name__)
@@ -124,7 +125,4 @@ def bound(conf):
 
 def configure_databases(conf):
     """Configure Nova's main and API database access, as parse_args does."""
-    from nova.db.api import api as api_db_api
-    from nova.db.main import api as main_db_api
-    main_db_api.configure(conf)
-    api_db_api.configure(conf)
+    nova_compat.configure_databases(conf)

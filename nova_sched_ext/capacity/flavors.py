@@ -43,6 +43,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_sched_ext.capacity import placement
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext.fit import adapters
 
 CONF = cfg.CONF
@@ -89,7 +90,7 @@ def _groups(resource_request):
     # ResourceRequest offers no public iterator over its groups; Nova's own
     # code reads _rg_by_id the same way.
     groups = []
-    for group in resource_request._rg_by_id.values():
+    for group in nova_compat.request_groups(resource_request):
         resources = {rc: int(n) for rc, n in group.resources.items() if n}
         if not resources:
             continue
@@ -106,12 +107,12 @@ def _groups(resource_request):
 def _query(spec, pinning):
     resource_request = scheduler_utils.ResourceRequest.from_request_spec(
         spec, enable_pinning_translate=pinning)
-    root_forbidden = set(resource_request._root_forbidden or ())
+    root_forbidden = nova_compat.root_forbidden(resource_request)
     # compute_status_filter, a mandatory request filter of the scheduler
     root_forbidden.add(os_traits.COMPUTE_STATUS_DISABLED)
     query = placement.Request(
         groups=_groups(resource_request),
-        root_required=frozenset(resource_request._root_required or ()),
+        root_required=frozenset(nova_compat.root_required(resource_request)),
         root_forbidden=frozenset(root_forbidden),
         group_policy=resource_request.group_policy)
     return resource_request, query

@@ -58,6 +58,7 @@ from nova_sched_ext.capacity import flavors as flavor_requests
 from nova_sched_ext.capacity import placement
 from nova_sched_ext.capacity import pools
 from nova_sched_ext.capacity import sources
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.fit import adapters
 
@@ -203,8 +204,8 @@ class HostChecks(object):
 
     def instance_cap(self, host, request):
         """The most instances the count filters let the host take, or None."""
-        caps = [max(counter._get_max_instances_per_host(
-            host.state, request.spec) - host.state.num_instances, 0)
+        caps = [max(nova_compat.max_instances_per_host(
+            counter, host.state, request.spec) - host.state.num_instances, 0)
             for counter in self.counters]
         return min(caps) if caps else None
 

@@ -66,6 +66,7 @@ from nova.scheduler.filters import numa_topology_filter
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.filters import numa_fit
 from nova_sched_ext.fit import engine
@@ -106,8 +107,8 @@ class FastNUMATopologyFilter(numa_topology_filter.NUMATopologyFilter):
         image_props = spec_obj.image.properties
         if spec_obj.numa_topology is None:
             # All Nova's filter checks then, without copying the spec.
-            return [host for host in hosts if self._satisfies_cpu_policy(
-                host, extra_specs, image_props)]
+            return [host for host in hosts if nova_compat.satisfies_cpu_policy(
+                self, host, extra_specs, image_props)]
         try:
             answers = numa_fit.engine_answers(hosts, spec_obj,
                                               "Nova's NUMATopologyFilter")
@@ -134,7 +135,8 @@ class FastNUMATopologyFilter(numa_topology_filter.NUMATopologyFilter):
             elif answer == model.YES and len(host.allocation_candidates) == 1:
                 # One candidate: Nova's one run is the engine's, and Nova
                 # leaves the list as it is.
-                if self._satisfies_cpu_policy(host, extra_specs, image_props):
+                if nova_compat.satisfies_cpu_policy(self, host, extra_specs,
+                                                    image_props):
                     host.limits['numa_topology'] = _limits(host,
                                                            network_metadata)
                     kept.append(host)

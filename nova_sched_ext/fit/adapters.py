@@ -24,6 +24,7 @@ from nova.objects import fields
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import hoststamp
@@ -498,15 +499,7 @@ def host_pci(host_state, pci_request):
                          _UNLIMITED)
     try:
         pools = list(stats.pools)
-        matching = stats._filter_pools_for_spec(pools, pci_request)
-        eligible = stats._filter_pools_for_unrequested_pfs(
-            matching, pci_request)
-        eligible = stats._filter_pools_for_unrequested_vdpa_devices(
-            eligible, pci_request)
-        eligible = stats._filter_pools_for_unrequested_remote_managed_devices(
-            eligible, pci_request)
-        eligible = stats._filter_pools_for_live_migratable_devices(
-            eligible, pci_request)
+        matching, eligible = nova_compat.pci_pools(stats, pools, pci_request)
     except Exception:
         return None
     matching_by = _pci_devices_by_node(matching)

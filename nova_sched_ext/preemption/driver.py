@@ -65,6 +65,7 @@ from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext import coordination
 from nova_sched_ext import exception as sched_ext_exception
@@ -424,10 +425,10 @@ class _Attempt(object):
         traits = self.client.get_provider_traits(self.context,
                                                  rp_uuid).traits
         group = self.resource_request.get_request_group(None)
-        required = set(group.required_traits or ()) | set(
-            getattr(self.resource_request, '_root_required', ()) or ())
-        forbidden = set(group.forbidden_traits or ()) | set(
-            getattr(self.resource_request, '_root_forbidden', ()) or ())
+        required = set(group.required_traits or ()) | \
+            nova_compat.root_required(self.resource_request)
+        forbidden = set(group.forbidden_traits or ()) | \
+            nova_compat.root_forbidden(self.resource_request)
         if not required <= set(traits) or forbidden & set(traits):
             return None
         inventories = self._get('/resource_providers/%s/inventories'

@@ -67,6 +67,7 @@ from nova import exception
 from nova.virt import fake
 from nova.virt import hardware
 
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext.conf import fake_virt as fake_virt_conf
 from nova_sched_ext.fit import host_topology
 from nova_sched_ext.virt import layout as layout_mod
@@ -151,7 +152,8 @@ class FakeNUMADriver(fake.FakeDriverWithoutFakeNodes):
         resources = super().get_available_resource(nodename)
         if not resources:
             return resources
-        resources['numa_topology'] = self.host_numa_topology()._to_json()
+        resources['numa_topology'] = nova_compat.numa_topology_json(
+            self.host_numa_topology())
         resources['cpu_info'] = jsonutils.dumps(collections.OrderedDict([
             ('arch', 'x86_64'),
             ('model', 'Nehalem'),
@@ -165,7 +167,7 @@ class FakeNUMADriver(fake.FakeDriverWithoutFakeNodes):
 
     def update_provider_tree(self, provider_tree, nodename, allocations=None):
         inventory = provider_tree.data(nodename).inventory
-        ratios = self._get_allocation_ratios(inventory)
+        ratios = nova_compat.allocation_ratios(self, inventory)
         new_inventory = {}
         if self.shared_cpus:
             new_inventory[orc.VCPU] = {
@@ -199,7 +201,7 @@ class FakeNUMADriver(fake.FakeDriverWithoutFakeNodes):
             'max_unit': self.local_gb,
             'step_size': 1,
             'allocation_ratio': ratios[orc.DISK_GB],
-            'reserved': self._get_reserved_host_disk_gb_from_config(),
+            'reserved': nova_compat.reserved_host_disk_gb(self),
         }
         provider_tree.update_inventory(nodename, new_inventory)
 

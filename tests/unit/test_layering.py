@@ -95,8 +95,9 @@ C_HELPER_SEAM = 'nova_sched_ext.fit.lowlevel'
 #: The package's exception base, which imports nothing: every ring may use it.
 EXCEPTION = 'nova_sched_ext.exception'
 
-#: What fit/ may import of the package besides itself.
-FIT_MAY_IMPORT = ('nova_sched_ext.conf', EXCEPTION)
+#: What fit/ may import of the package besides itself (the compat seam
+#: imports nothing of the package: it stands for Nova's private names).
+FIT_MAY_IMPORT = ('nova_sched_ext.conf', 'nova_sched_ext.compat', EXCEPTION)
 
 #: The options: one module per group, registered by the package itself.
 CONF = 'nova_sched_ext.conf'
