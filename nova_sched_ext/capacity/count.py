@@ -46,7 +46,6 @@ import copy
 import typing
 
 from nova import exception as nova_exc
-from nova import objects
 from nova.virt import hardware
 from oslo_log import log as logging
 
@@ -54,6 +53,7 @@ from nova_sched_ext import conf
 from nova_sched_ext.conf import capacity as capacity_conf
 from nova_sched_ext.fit import engine as fit_engine
 from nova_sched_ext.fit import model as m
+from nova_sched_ext.fit import nova_fit
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
@@ -186,16 +186,6 @@ def _engine_host(host_model):
     return host
 
 
-def _limits(host_model):
-    if host_model.cpu_allocation_ratio is None or \
-            host_model.ram_allocation_ratio is None:
-        return None
-    # what NUMATopologyFilter passes, and the compute's claim after it
-    return objects.NUMATopologyLimits(
-        cpu_allocation_ratio=host_model.cpu_allocation_ratio,
-        ram_allocation_ratio=host_model.ram_allocation_ratio)
-
-
 def count_nova(host_model, shape, limit):
     """The count by Nova's own functions, on copies of Nova's objects.
 
@@ -205,17 +195,18 @@ def count_nova(host_model, shape, limit):
     topology = host_model.numa_topology
     pci_stats = copy.deepcopy(host_model.pci_stats)
     requests = shape.pci_requests or None
-    limits = _limits(host_model)
+    # what NUMATopologyFilter passes, and the compute's claim after it
+    limits = nova_fit.host_limits(host_model)
     count = 0
     while count < limit:
         cells = None
         if shape.instance_topology is not None:
             if not topology:
                 break
-            fitted = hardware.numa_fit_instance_to_host(
-                topology, shape.instance_topology.obj_clone(),
-                provider_mapping={}, limits=limits, pci_requests=requests,
-                pci_stats=pci_stats)
+            fitted = nova_fit.fit(
+                topology, shape.instance_topology, limits,
+                pci_requests=requests, pci_stats=pci_stats,
+                provider_mapping={})
             if fitted is None:
                 break
             try:

@@ -42,7 +42,7 @@ import os_traits
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from nova_sched_ext.capacity import placement
+from nova_sched_ext.cloud import placement
 from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext.fit import adapters
 

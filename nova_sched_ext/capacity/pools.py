@@ -18,7 +18,7 @@ as a shared storage pool with the ``DISK_GB`` of many compute nodes) serves
 every host in its aggregates, but its room is counted once: ten hosts that
 could each take 50 instances of a flavor from a pool with room for 50
 take 50 together, not 500.  Each host's own count
-(:func:`~nova_sched_ext.capacity.placement.placement_claims`) sees the
+(:func:`~nova_sched_ext.cloud.claims.placement_claims`) sees the
 whole pool; :func:`scope_total` then takes, for a scope, what the pools
 can give all of its hosts at once.
 

@@ -16,9 +16,9 @@
 For each flavor and compute host, the count is how many instances of the
 flavor the host could take at the same time, placed one after another as
 Nova places them (:func:`~nova_sched_ext.capacity.count.count_hosts`), and
-never more than placement allows (:func:`placement.placement_limit`).  A
-host counts for a flavor only if the scheduler could pick it for the flavor
-at all:
+never more than placement allows
+(:func:`~nova_sched_ext.cloud.claims.placement_limit`).  A host counts
+for a flavor only if the scheduler could pick it for the flavor at all:
 
 * its ``nova-compute`` service is enabled and up, and its compute node has
   reported (ComputeFilter; otherwise the host is in ``hosts_skipped``), and
@@ -55,9 +55,10 @@ from oslo_log import log as logging
 from nova_sched_ext.capacity import count
 from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import flavors as flavor_requests
-from nova_sched_ext.capacity import placement
 from nova_sched_ext.capacity import pools
 from nova_sched_ext.capacity import sources
+from nova_sched_ext.cloud import claims as cloud_claims
+from nova_sched_ext.cloud import placement
 from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.fit import adapters
@@ -238,13 +239,13 @@ def count_one_host(host, tree, requests, checks):
     model = count.host_model(host.state, _prepared(host.state))
     placement_only, claims = {}, []
     for request in requests:
-        placement_only[request.name] = (placement.placement_only(
+        placement_only[request.name] = (cloud_claims.placement_only(
             tree, request.queries[0]) if request.queries else 0)
         if request.invalid or not request.queries or \
                 not checks.passes(host, request):
-            claims.append(placement.Claims(0))
+            claims.append(cloud_claims.Claims(0))
             continue
-        claims.append(placement.placement_claims(
+        claims.append(cloud_claims.placement_claims(
             tree, request.queries, cap=checks.instance_cap(host, request)))
     # every flavor of this host in one pass of the fit engine
     results = count.count_hosts([model], [_shape(r) for r in requests],
@@ -258,7 +259,7 @@ def count_one_host(host, tree, requests, checks):
         if claim.pooled and pooled > 0:
             host_pools[request.name] = pools.HostPools(
                 pooled, claim.pools_by_class)
-    free_vcpus, free_memory = placement.free_room(tree)
+    free_vcpus, free_memory = cloud_claims.free_room(tree)
     return HostResult(host=host, capacity=capacity,
                       placement_only=placement_only, free_vcpus=free_vcpus,
                       free_memory_mb=free_memory,
@@ -434,7 +435,7 @@ def compute(context, flavors=None, by='cloud', az=None, aggregate=None,
         tree = trees.get(host.uuid)
         if tree is None:
             host.skipped = sources.SKIP_NO_PROVIDER
-        elif placement.has_trait(tree, os_traits.COMPUTE_STATUS_DISABLED):
+        elif cloud_claims.has_trait(tree, os_traits.COMPUTE_STATUS_DISABLED):
             # compute_status_filter keeps the scheduler away from it
             host.skipped = sources.SKIP_SERVICE_DISABLED
         if host.skipped:
@@ -444,9 +445,10 @@ def compute(context, flavors=None, by='cloud', az=None, aggregate=None,
 
     allowances = None
     if any(tree.sharing for tree in trees.values()):
-        allowances = {r.name: placement.pool_allowances(trees.values(),
-                                                        r.queries[0])
-                      for r in requests if r.queries}
+        allowances = {
+            r.name: cloud_claims.pool_allowances(trees.values(),
+                                                 r.queries[0])
+            for r in requests if r.queries}
     scopes = scopes_by(by, results, selected, flavor_objects, cloud.cells,
                        aggregate=agg, az=az, allowances=allowances)
     if per_host and by != 'host':

@@ -399,7 +399,7 @@ def run_apply(args, stdout, context=None, compute=None):
         frozenset(args.never_move_project))
     from nova import context as nova_context
     from nova import objects
-    from nova_sched_ext.capacity import placement
+    from nova_sched_ext.cloud import placement
     objects.register_all()
     context = context or nova_context.get_admin_context()
     reader = placement.PlacementReader(

@@ -16,7 +16,7 @@ The hosts come from the capacity count's readers
 (:func:`nova_sched_ext.capacity.sources.read_cloud`: every compute node of
 the enabled cells as nova-scheduler's ``HostState``, with its NUMA
 topology and usage, allocation ratios, aggregates and availability zone;
-:class:`~nova_sched_ext.capacity.placement.PlacementReader`: the
+:class:`~nova_sched_ext.cloud.placement.PlacementReader`: the
 inventories and usages of its root resource provider, and what the
 provider has allocated to each instance).  A host the scheduler cannot
 pick (its service disabled or down, no resource provider) is kept, with
@@ -43,8 +43,8 @@ from nova.virt import hardware
 from oslo_log import log as logging
 
 from nova_sched_ext.capacity import flavors as capacity_flavors
-from nova_sched_ext.capacity import placement
 from nova_sched_ext.capacity import sources
+from nova_sched_ext.cloud import placement
 from nova_sched_ext import conf
 from nova_sched_ext.defrag import model
 from nova_sched_ext.deployment_set import hints as ds_hints
@@ -110,7 +110,8 @@ def _host(found, tree):
         aggregate_metadata=_metadata_values(found.aggregates),
         failure_domains=ds_rules.domains_from_aggregates(
             found.name, found.aggregates),
-        disabled_reason=disabled)
+        disabled_reason=disabled,
+        pci_stats=state.pci_stats)
 
 
 def _instances_on(cctxt, hosts_by_cell):
@@ -222,7 +223,7 @@ def read_cloud(context, placement_reader=None, hosts=None):
     """The planner's :class:`~.model.Cloud` of the running cloud.
 
     :param context: an admin ``RequestContext``
-    :param placement_reader: a capacity ``PlacementReader`` (default: one
+    :param placement_reader: a ``PlacementReader`` (default: one
         through Nova's report client, ``[placement]`` of nova.conf, with
         ``[nova_sched_ext_capacity] placement_workers`` requests at once)
     :param hosts: host names: only these hosts, the instances on them and

@@ -19,7 +19,7 @@ functions must decide (a host's ``NUMATopology`` with the usage of its
 instances, an instance's fitted ``InstanceNUMATopology`` and the
 constraints its flavor gives, ``numa_get_constraints``), and the
 placement inventories in the capacity count's form
-(:class:`nova_sched_ext.capacity.placement.Inventory`).
+(:class:`nova_sched_ext.cloud.placement.Inventory`).
 """
 
 import dataclasses
@@ -127,7 +127,7 @@ class Host:
     name: str
     #: ``objects.NUMATopology`` with the usage of the instances on it
     numa_topology: typing.Any
-    #: ``{resource class: capacity.placement.Inventory}``
+    #: ``{resource class: cloud.placement.Inventory}``
     inventories: dict
     #: ``{resource class: used}``
     usages: dict
@@ -142,6 +142,10 @@ class Host:
     failure_domains: frozenset = frozenset()
     #: None, or why the scheduler does not use it (disabled, down)
     disabled_reason: typing.Optional[str] = None
+    #: Nova's ``PciDeviceStats`` of its PCI devices, or None (none known):
+    #: slots of flavors with PCI devices count them, and Nova's fit of a
+    #: move prefers the cells without devices, as the scheduler's does
+    pci_stats: typing.Any = None
 
 
 @dataclasses.dataclass

@@ -15,8 +15,9 @@
 :class:`PlanningState` holds, per host, Nova's ``NUMATopology`` with the
 usage of the instances now on it, the placement usages, the fit engine's
 model of the host and its large-flavor slots.  A move is applied with
-Nova's own functions (``numa_fit_instance_to_host`` on the target, with
-the limits NUMATopologyFilter passes, ``numa_usage_from_instance_numa`` to
+Nova's own functions (Nova's fit on the target, with the limits
+NUMATopologyFilter passes and the target's PCI devices,
+:func:`nova_sched_ext.fit.nova_fit.fit`; ``numa_usage_from_instance_numa`` to
 account it there and to free it at the source), so what the plan says
 Nova will do is what Nova computes; the engine then models the changed
 hosts again (:func:`nova_sched_ext.fit.adapters.host_model`).
@@ -39,15 +40,17 @@ import dataclasses
 import uuid as uuid_lib
 
 from nova import exception as nova_exc
-from nova import objects
 from nova.virt import hardware
 from oslo_log import log as logging
 
 from nova_sched_ext.capacity import count as capacity_count
-from nova_sched_ext.capacity import placement
+from nova_sched_ext.cloud import claims
+from nova_sched_ext.cloud import placement
+from nova_sched_ext.cloud import room
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model as m
+from nova_sched_ext.fit import nova_fit
 from nova_sched_ext.fit import pyfit
 
 LOG = logging.getLogger(__name__)
@@ -63,9 +66,7 @@ _NODE_NAMESPACE = uuid_lib.UUID('4f3c2a1e-6d7b-4e8f-9a0b-1c2d3e4f5a6b')
 
 def limits_of(host):
     """The limits NUMATopologyFilter records for a host that passes."""
-    return objects.NUMATopologyLimits(
-        cpu_allocation_ratio=host.cpu_allocation_ratio,
-        ram_allocation_ratio=host.ram_allocation_ratio)
+    return nova_fit.host_limits(host)
 
 
 def engine_host(numa_topology, host):
@@ -127,8 +128,8 @@ class HostView(object):
         self.instances = instances      # set of uuids
         self.prepared = None
         self.slots = None
-        #: ``{resource class: (capacity, max_unit)}``, read once
-        self.capacity = {rc: (inventory.capacity, inventory.max_unit)
+        #: ``{resource class: (capacity, inventory)}``, read once
+        self.capacity = {rc: (room.capacity(inventory), inventory)
                          for rc, inventory in host.inventories.items()}
 
     def has_room(self, resources):
@@ -138,7 +139,7 @@ class HostView(object):
             if amount <= 0:
                 continue
             bounds = capacity.get(rc)
-            if bounds is None or amount > bounds[1] or \
+            if bounds is None or not room.allows(bounds[1], amount) or \
                     usages.get(rc, 0) + amount > bounds[0]:
                 return False
         return True
@@ -156,25 +157,20 @@ def tree_of(host, usages):
 
 
 def room_for(host, usages, resources):
-    """None if placement can allocate ``resources`` on the host, else why."""
+    """None if placement can allocate ``resources`` on the host, else why.
+
+    Placement's rule (:mod:`nova_sched_ext.cloud.room`), class by class.
+    """
     for rc, amount in sorted(resources.items()):
         if amount <= 0:
             continue
         inventory = host.inventories.get(rc)
         if inventory is None:
             return 'it has no %s inventory' % rc
-        if amount > inventory.max_unit:
-            return '%s %d is above its max_unit %d' % (
-                rc, amount, inventory.max_unit)
-        if usages.get(rc, 0) + amount > inventory.capacity:
-            return 'placement has %s free of %s, not %d' % (
-                _free(inventory, usages.get(rc, 0)), rc, amount)
+        reason = room.why_not(inventory, rc, usages.get(rc, 0), amount)
+        if reason is not None:
+            return reason
     return None
-
-
-def _free(inventory, used):
-    free = inventory.capacity - used
-    return int(free) if free == int(free) else round(free, 2)
 
 
 def add_usages(usages, resources, sign=1):
@@ -223,8 +219,8 @@ class PlanningState(object):
         for flavor, simple in zip(self.flavors, self._simple):
             if simple is not None:
                 limits.append(min(
-                    placement.units(host.inventories[rc], usages.get(rc, 0),
-                                    amount)
+                    room.units(host.inventories[rc], usages.get(rc, 0),
+                               amount)
                     if rc in host.inventories else 0
                     for rc, amount in simple))
                 continue
@@ -232,7 +228,7 @@ class PlanningState(object):
                 limits.append(0)
                 continue
             tree = tree or tree_of(host, usages)
-            limits.append(placement.placement_limit(tree, flavor.queries))
+            limits.append(claims.placement_limit(tree, flavor.queries))
         return limits
 
     @staticmethod
@@ -240,7 +236,7 @@ class PlanningState(object):
         """``((rc, amount), ...)`` of a flavor placement limits simply.
 
         Where placement's limit on a host of one provider without traits
-        is the least of its inventories' (``placement.units``): one query
+        is the least of its inventories' (``room.units``): one query
         of one unnumbered group, no required trait; else None.
         """
         if flavor.invalid or len(flavor.queries) != 1:
@@ -285,7 +281,8 @@ class PlanningState(object):
     def _host_model(host, topology, prepared):
         return capacity_count.HostModel(
             engine=prepared.model, prepared=prepared, numa_topology=topology,
-            pci_stats=None, cpu_allocation_ratio=host.cpu_allocation_ratio,
+            pci_stats=host.pci_stats,
+            cpu_allocation_ratio=host.cpu_allocation_ratio,
             ram_allocation_ratio=host.ram_allocation_ratio, name=host.name)
 
     def count_all(self):
@@ -376,10 +373,10 @@ class PlanningState(object):
     def nova_fit(self, uuid, target):
         """``(fits, fitted topology)`` of the instance on ``target`` now.
 
-        Nova's ``numa_fit_instance_to_host`` with the limits
-        NUMATopologyFilter passes; an instance without a NUMA topology
-        fits (placement alone decides) with None.  A topology whose
-        pinning the target's claim would refuse
+        Nova's fit with the filter's limits and the target's PCI devices
+        (:func:`nova_sched_ext.fit.nova_fit.fit`); an instance without a
+        NUMA topology fits (placement alone decides) with None.  A
+        topology whose pinning the target's claim would refuse
         (``numa_usage_from_instance_numa`` raises: Nova's fit can hand a
         cell the pinning it computed in another host cell, issue 31) does
         not fit: the migration's claim would fail there.
@@ -390,9 +387,11 @@ class PlanningState(object):
             return True, None
         if not view.topology:
             return False, None
-        fitted = hardware.numa_fit_instance_to_host(
-            view.topology, instance.requested_topology.obj_clone(),
-            provider_mapping={}, limits=limits_of(view.host))
+        fitted = nova_fit.fit(
+            view.topology, instance.requested_topology,
+            limits_of(view.host),
+            pci_stats=getattr(view.host, 'pci_stats', None),
+            provider_mapping={})
         if fitted is None:
             return False, None
         try:

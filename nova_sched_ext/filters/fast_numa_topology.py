@@ -61,7 +61,6 @@ or the pure-Python twin, as for ``NUMAFitFilter``; Nova's
 ``[filter_scheduler] pci_in_placement`` are honoured as Nova honours them.
 """
 
-from nova import objects
 from nova.scheduler.filters import numa_topology_filter
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
@@ -71,6 +70,7 @@ from nova_sched_ext import conf
 from nova_sched_ext.filters import numa_fit
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model
+from nova_sched_ext.fit import nova_fit
 
 LOG = logging.getLogger(__name__)
 CONF = conf.CONF
@@ -137,8 +137,8 @@ class FastNUMATopologyFilter(numa_topology_filter.NUMATopologyFilter):
                 # leaves the list as it is.
                 if nova_compat.satisfies_cpu_policy(self, host, extra_specs,
                                                     image_props):
-                    host.limits['numa_topology'] = _limits(host,
-                                                           network_metadata)
+                    host.limits['numa_topology'] = nova_fit.host_limits(
+                        host, network_metadata)
                     kept.append(host)
             elif self._nova_passes(host, spec_obj):
                 kept.append(host)
@@ -153,13 +153,3 @@ class FastNUMATopologyFilter(numa_topology_filter.NUMATopologyFilter):
                           {'host': host.host, 'node': host.nodename},
                           instance_uuid=spec_obj.instance_uuid)
             return False
-
-
-def _limits(host, network_metadata):
-    """The limits Nova's filter records for a host that passes."""
-    limits = objects.NUMATopologyLimits(
-        cpu_allocation_ratio=host.cpu_allocation_ratio,
-        ram_allocation_ratio=host.ram_allocation_ratio)
-    if network_metadata:
-        limits.network_metadata = network_metadata
-    return limits

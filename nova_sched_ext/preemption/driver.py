@@ -57,15 +57,12 @@ instances never reaches Nova's filters, since placement found no room):
   :mod:`.victims` with the victims' usage removed).
 """
 
-from concurrent import futures
 import time
 
 from nova import exception
 from nova import objects
-from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
-from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext import coordination
 from nova_sched_ext import exception as sched_ext_exception
@@ -78,6 +75,7 @@ from nova_sched_ext.preemption import journal as journal_mod
 from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reconcile
 from nova_sched_ext.preemption import reservation
+from nova_sched_ext.preemption import search
 from nova_sched_ext.preemption import strategies
 from nova_sched_ext.preemption import victims as victims_mod
 from nova_sched_ext import wrappers
@@ -87,17 +85,8 @@ LOG = logging.getLogger(__name__)
 
 CLASS_PATH = 'nova_sched_ext.preemption.driver.PreemptionSchedulerManager'
 
-#: enabled filters not re-run on eviction candidates: they judge the usage
-#: the victims hold (NUMA, PCI and instance counts)
-USAGE_FILTERS = frozenset((
-    'NUMATopologyFilter', 'NUMAFitFilter', 'FastNUMATopologyFilter',
-    'PciPassthroughFilter', 'NumInstancesFilter',
-    'AggregateNumInstancesFilter', 'IoOpsFilter', 'AggregateIoOpsFilter',
-))
-
-
-#: placement reads of candidate hosts run at once
-PLACEMENT_READERS = 8
+#: enabled filters not re-run on eviction candidates (see .search)
+USAGE_FILTERS = search.USAGE_FILTERS
 
 #: Test-only: a callable that an eviction calls with the name of each
 #: point where its scheduler may die ("recorded", "reserved", "evicting"
@@ -193,18 +182,28 @@ class _Retry(sched_ext_exception.NovaSchedExtError):
     pass
 
 
-class _Attempt(object):
-    """One eviction for one request, from the plan to the selections."""
+class _Request(object):
+    """One request an eviction serves, as every step of it needs it."""
 
     def __init__(self, wrapper, context, spec_obj, instance_uuids):
         self.wrapper = wrapper
-        self.manager = wrapper.manager
         self.client = wrapper.manager.placement_client
         self.context = context
         self.spec_obj = spec_obj
         self.instance_uuids = list(instance_uuids)
         self.action = CONF.nova_sched_ext.preemption_action
-        # what happened, for the summary
+
+    def new_instances(self, plan, resources):
+        """``[(instance uuid, rp uuid, resources)]`` the plan places."""
+        return [(uuid, placement.host.rp_uuid, resources)
+                for uuid, placement in zip(self.instance_uuids,
+                                           plan.placements)]
+
+
+class _Progress(object):
+    """What one eviction did so far: the steps write it, the summary reads."""
+
+    def __init__(self):
         self.plan = None
         #: victims whose eviction the API accepted (or that were gone)
         self.evicted = []
@@ -213,10 +212,295 @@ class _Attempt(object):
         #: the record of the eviction (journal.Entry), once written
         self.entry = None
 
+
+class _Record(object):
+    """Step: the eviction's record on the coordination backend."""
+
+    def __init__(self, request, progress):
+        self.request = request
+        self.progress = progress
+
+    def write(self, plan, resources, before):
+        """Write the eviction down before anything is reserved.
+
+        :raises NoValidHost: the coordination backend is down
+        """
+        request = self.request
+        hosts = {victim.uuid: placement.host.host
+                 for placement in plan.placements
+                 for victim in placement.victims}
+        try:
+            self.progress.entry = request.wrapper.journal.begin(
+                request.context, request.spec_obj,
+                request.new_instances(plan, resources),
+                {uuid: (hosts[uuid], allocations)
+                 for uuid, allocations in before.items()})
+        except coordination.BackendUnavailable as exc:
+            # The backend logged its outage once.
+            LOG.info('Preemption: request %s evicts nothing: the eviction '
+                     'cannot be recorded (%s).', request.context.request_id,
+                     exc)
+            raise exception.NoValidHost(
+                reason='preemptible instances are not evicted while the '
+                       'scheduler\'s coordination backend is unreachable')
+
+    def forget(self):
+        """Delete the record of an eviction that reserved nothing."""
+        try:
+            self.progress.entry.finish()
+        except (coordination.BackendUnavailable,
+                journal_mod.LostOwnership) as exc:
+            LOG.debug('Preemption: request %s: the record of its eviction '
+                      'stays, with nothing to undo: %s',
+                      self.request.context.request_id, exc)
+
+
+class _Reservation(object):
+    """Step: the victims' room, read and reserved in placement."""
+
+    def __init__(self, request):
+        self.request = request
+
+    def read_victims(self, plan):
+        """The victims' allocations now, with their consumer generations.
+
+        :raises _Retry: a victim changed since it was chosen
+        """
+        request = self.request
+        before = {}
+        for placement in plan.placements:
+            for victim in placement.victims:
+                current = reservation.read_allocations(
+                    request.client, request.context, victim.uuid)
+                held = current['allocations'].get(
+                    placement.host.rp_uuid, {}).get('resources', {})
+                if held != dict(victim.resources):
+                    LOG.info('Preemption: request %s: victim %s changed '
+                             'since it was chosen; planning again.',
+                             request.context.request_id, victim.uuid)
+                    raise _Retry()
+                before[victim.uuid] = current
+        return before
+
+    def reserve(self, plan, resources, before):
+        """Reserve the room read in ``before``.
+
+        :raises _Retry: another request changed a victim or a provider
+        """
+        request = self.request
+        try:
+            reservation.reserve(request.client, request.context,
+                                request.new_instances(plan, resources),
+                                before, request.spec_obj.project_id,
+                                request.spec_obj.user_id)
+        except reservation.ReservationFailed as exc:
+            LOG.info('Preemption: request %s could not reserve the room '
+                     'of its victims: %s', request.context.request_id, exc)
+            if exc.conflict:
+                raise _Retry()
+            raise exception.NoValidHost(
+                reason='the room of preemptible instances could not be '
+                       'reserved')
+
+    def release(self, restore):
+        """Give the new instances' room back, and ``restore`` to victims."""
+        reservation.release(self.request.client, self.request.context,
+                            self.request.instance_uuids, restore)
+
+    def selections(self, plan, resources):
+        """One list per instance: the reserved host, no alternates.
+
+        An alternate would be built on by the conductor without the
+        scheduler, outside the reserved room.
+        """
+        answer = []
+        for placement in plan.placements:
+            allocation_request = reservation.allocation_request(
+                placement.host.rp_uuid, resources)
+            answer.append([objects.Selection.from_host_state(
+                placement.host.host_state,
+                allocation_request=allocation_request,
+                allocation_request_version=(
+                    reservation.ALLOCATION_REQUEST_VERSION))])
+        return answer
+
+
+class _Evict(object):
+    """Step: the victims evicted through the Compute API, and gone."""
+
+    def __init__(self, request, progress):
+        self.request = request
+        self.progress = progress
+
+    def evict(self, plan):
+        request, progress = self.request, self.progress
+        evictor = request.wrapper.evictor
+        entry = progress.entry
+        # Everything is re-checked before anything is evicted, so a
+        # victim that stopped being preemptible stops the whole eviction.
+        for victim in plan.victims:
+            evictor.check_preemptible(victim.uuid)
+        for placement, uuid in zip(plan.placements, request.instance_uuids):
+            names = [v.uuid for v in placement.victims]
+            for victim in placement.victims:
+                if victim.uuid in progress.evicted:
+                    continue
+                # Recorded first: a scheduler that dies while the API
+                # takes the eviction leaves the victim to be checked.
+                entry.evicting(victim.uuid)
+                _fault_point('evicting', victim=victim.uuid)
+                # Nothing is sent on a record that may have been taken
+                # over while this scheduler stalled (journal.ensure_held).
+                entry.ensure_held()
+                progress.failed = victim.uuid
+                evictor.evict(victim.uuid, request.action)
+                _fault_point('evicted', victim=victim.uuid)
+                progress.failed = None
+                progress.evicted.append(victim.uuid)
+                entry.evicted(victim.uuid)
+                self._forget_pending(victim.uuid)
+            if not names:
+                continue
+            LOG.info('Preemption: request %(req)s evicts (%(action)s) '
+                     '%(victims)s on host %(host)s for instance %(uuid)s.',
+                     {'req': request.context.request_id,
+                      'action': request.action,
+                      'victims': ', '.join(names),
+                      'host': placement.host.host, 'uuid': uuid})
+            notifications.notify_eviction(
+                request.context, notifications.EvictionPayload(
+                    request_id=request.context.request_id,
+                    instance_uuid=uuid, host=placement.host.host,
+                    nodename=placement.host.nodename,
+                    action=request.action, victims=names,
+                    victim_projects=[v.project_id or ''
+                                     for v in placement.victims]))
+
+    def _forget_pending(self, uuid):
+        # A victim placed in the last caps.PENDING_TTL seconds is shown by
+        # no cell once evicted, so its placement record would count
+        # against the preemptible caps until it expires: the caps would
+        # refuse room they have.
+        try:
+            self.request.wrapper.backend.delete(caps.PENDING_KIND, uuid,
+                                                owned=False)
+        except coordination.BackendUnavailable:
+            # The backend logged its outage; the record expires, and until
+            # then the caps count one too many, never one too few.
+            pass
+
+    def wait(self, plan):
+        opts = CONF.nova_sched_ext
+        left = self.request.wrapper.evictor.wait_gone(
+            [v.uuid for v in plan.victims], self.request.action,
+            opts.preemption_wait_timeout, opts.preemption_poll_interval)
+        if left:
+            raise EvictionFailed(
+                'still there after %d s: %s'
+                % (opts.preemption_wait_timeout, ', '.join(left)))
+
+
+class _Rollback(object):
+    """Step: what a failed eviction reserved, released."""
+
+    def __init__(self, request, progress, record, reservation_step):
+        self.request = request
+        self.progress = progress
+        self.record = record
+        self.reservation = reservation_step
+
+    def roll_back(self, before, error):
+        """Release the reservation; log what an operator needs to know.
+
+        When the record is known to be still this scheduler's, the
+        victims not evicted get their allocations back; when the backend
+        is down (another scheduler may have taken the record over and
+        restored some already), only those the API shows untouched do.
+        The record goes once the release is done; if the release fails it
+        is left to run out, and a reconcile releases the room later.
+        """
+        request, progress = self.request, self.progress
+        ours = True
+        try:
+            progress.entry.save(state=journal_mod.ROLLING_BACK)
+        except journal_mod.LostOwnership as exc:
+            LOG.error('Preemption: request %(req)s failed: %(error)s, and '
+                      '%(lost)s; that scheduler rolls it back.',
+                      {'req': request.context.request_id, 'error': error,
+                       'lost': exc})
+            return
+        except coordination.BackendUnavailable:
+            ours = False
+        restore = {uuid: alloc for uuid, alloc in before.items()
+                   if uuid not in progress.evicted}
+        for uuid in list(restore):
+            # The one whose eviction failed may have started going: its
+            # compute host will drop its allocations, which must not come
+            # back.
+            if (uuid == progress.failed or not ours) and \
+                    not self._untouched(uuid):
+                del restore[uuid]
+        released = 'released'
+        try:
+            self.reservation.release(restore)
+        except Exception as exc:
+            released = 'NOT released (%s): check the allocations of %s' % (
+                exc, ', '.join(request.instance_uuids + sorted(restore)))
+            if ours:
+                released += ' (a reconcile retries in %d s at most)' % (
+                    journal_mod.ttl() +
+                    CONF.nova_sched_ext.preemption_reconcile_interval)
+            progress.entry.abandon()
+        else:
+            self.record.forget()
+        LOG.error('Preemption: request %(req)s failed: %(error)s. Hosts: '
+                  '%(hosts)s; evicted: %(evicted)s; not evicted: '
+                  '%(kept)s; reservation %(released)s.',
+                  {'req': request.context.request_id, 'error': error,
+                   'hosts': ', '.join(h.host for h in progress.plan.hosts),
+                   'evicted': ', '.join(progress.evicted) or 'none',
+                   'kept': ', '.join(sorted(restore)) or 'none',
+                   'released': released})
+
+    def _untouched(self, uuid):
+        """A victim whose failed eviction left it as it was."""
+        try:
+            return evictor_mod.untouched(
+                self.request.wrapper.evictor.get(uuid))
+        except evictor_mod.EvictionError:
+            return False
+
+
+class _Attempt(object):
+    """One eviction for one request, from the plan to the selections.
+
+    It orchestrates the steps, each a unit of its own: the candidate
+    search (:class:`~.search.CandidateSearch`), the record
+    (:class:`_Record`), the reservation (:class:`_Reservation`), the
+    eviction (:class:`_Evict`) and the rollback (:class:`_Rollback`).
+    """
+
+    def __init__(self, wrapper, context, spec_obj, instance_uuids):
+        self.wrapper = wrapper
+        self.request = _Request(wrapper, context, spec_obj, instance_uuids)
+        self.context = context
+        self.spec_obj = spec_obj
+        self.instance_uuids = self.request.instance_uuids
+        # what happened, for the summary
+        self.progress = _Progress()
+        self.search = search.CandidateSearch(wrapper.manager, context,
+                                             spec_obj)
+        self.record = _Record(self.request, self.progress)
+        self.reservation = _Reservation(self.request)
+        self.evicting = _Evict(self.request, self.progress)
+        self.rollback = _Rollback(self.request, self.progress, self.record,
+                                  self.reservation)
+
     # --- the sequence -------------------------------------------------
 
     def run(self):
         started = time.monotonic()
+        progress = self.progress
         try:
             resources, hosts, plan = self.make_plan()
         except (exception.NoValidHost, _Retry):
@@ -237,9 +521,9 @@ class _Attempt(object):
                       'flavor': self.spec_obj.flavor.name,
                       'hosts': len(hosts)})
             raise exception.NoValidHost(reason='')
-        self.plan = plan
+        progress.plan = plan
         try:
-            before = self.read_victims(plan)
+            before = self.reservation.read_victims(plan)
         except _Retry:
             raise
         except Exception:
@@ -247,12 +531,12 @@ class _Attempt(object):
                           'allocations failed; nothing was evicted.',
                           self.context.request_id)
             raise exception.NoValidHost(reason='')
-        self.record(plan, resources, before)
+        self.record.write(plan, resources, before)
         _fault_point('recorded')
         try:
             # Nothing is reserved on a record that may have been taken
             # over while this scheduler stalled (journal.ensure_held).
-            self.entry.ensure_held()
+            progress.entry.ensure_held()
         except (journal_mod.LostOwnership,
                 coordination.BackendUnavailable) as exc:
             # Nothing reserved: a reconcile finds nothing to undo.
@@ -262,22 +546,22 @@ class _Attempt(object):
                 reason='preemptible instances could not be evicted: the '
                        'eviction was taken over by another scheduler')
         try:
-            self.reserve(plan, resources, before)
+            self.reservation.reserve(plan, resources, before)
         except (exception.NoValidHost, _Retry):
             # Nothing reserved: the record goes (or runs out: a reconcile
             # finds nothing to undo).
-            self.forget()
+            self.record.forget()
             raise
         _fault_point('reserved')
         try:
-            self.entry.save(state=journal_mod.RESERVED)
-            self.evict(plan)
-            self.wait(plan)
-            self.entry.save(state=journal_mod.EVICTED)
+            progress.entry.save(state=journal_mod.RESERVED)
+            self.evicting.evict(plan)
+            self.evicting.wait(plan)
+            progress.entry.save(state=journal_mod.EVICTED)
             _fault_point('gone')
             # Last: once the record is gone nobody rolls this back, and
             # the request may be answered.
-            self.entry.finish()
+            progress.entry.finish()
         except journal_mod.LostOwnership as exc:
             # This scheduler was taken for dead: the one that took the
             # record over rolls the eviction back, and only that one.
@@ -286,7 +570,7 @@ class _Attempt(object):
                       'evicted: %(evicted)s.',
                       {'req': self.context.request_id, 'error': exc,
                        'hosts': ', '.join(h.host for h in plan.hosts),
-                       'evicted': ', '.join(self.evicted) or 'none'})
+                       'evicted': ', '.join(progress.evicted) or 'none'})
             raise exception.NoValidHost(
                 reason='preemptible instances could not be evicted: the '
                        'eviction was taken over by another scheduler')
@@ -298,7 +582,7 @@ class _Attempt(object):
                                     coordination.BackendUnavailable)):
                 LOG.exception('Preemption: request %s: eviction failed.',
                               self.context.request_id)
-            self.roll_back(before, exc)
+            self.rollback.roll_back(before, exc)
             raise exception.NoValidHost(
                 reason='preemptible instances could not be evicted: %s'
                        % exc)
@@ -306,16 +590,16 @@ class _Attempt(object):
                  'evicting %(victims)s in %(s).1f s.',
                  {'req': self.context.request_id,
                   'hosts': ', '.join(h.host for h in plan.hosts),
-                  'victims': ', '.join(self.evicted) or 'nothing',
+                  'victims': ', '.join(progress.evicted) or 'nothing',
                   's': time.monotonic() - started})
-        return self.selections(plan, resources)
+        return self.reservation.selections(plan, resources)
 
     def make_plan(self):
         """``(resources of one instance, candidate hosts, plan or None)``"""
-        resources = self.request_resources()
+        resources = self.search.request_resources()
         if resources is None:
             raise exception.NoValidHost(reason='')
-        hosts = self.candidate_hosts(resources)
+        hosts = self.search.candidate_hosts(resources)
         if not hosts:
             return resources, hosts, None
         request = victims_mod.Request(resources=resources,
@@ -323,374 +607,6 @@ class _Attempt(object):
                                       count=len(self.instance_uuids))
         return resources, hosts, victims_mod.plan_eviction(
             hosts, request, self.wrapper.strategy)
-
-    def request_resources(self):
-        """``{rc: amount}`` of one instance, or None if not servable."""
-        if self.spec_obj.obj_attr_is_set('requested_resources') and \
-                self.spec_obj.requested_resources:
-            LOG.info('Preemption: request %s has port or accelerator '
-                     'resources; eviction does not serve it.',
-                     self.context.request_id)
-            return None
-        request = scheduler_utils.resources_from_request_spec(
-            self.context, self.spec_obj, self.manager.host_manager,
-            enable_pinning_translate=True)
-        if request.get_num_of_suffixed_groups():
-            LOG.info('Preemption: request %s has granular resource groups; '
-                     'eviction does not serve it.', self.context.request_id)
-            return None
-        self.resource_request = request
-        return {rc: n for rc, n in
-                request.get_request_group(None).resources.items() if n}
-
-    # --- candidates ---------------------------------------------------
-
-    def candidate_hosts(self, resources):
-        """``[victims.CandidateHost]`` that pass the request's constraints."""
-        flavor_ids = census.preemptible_flavor_ids(self.context)
-        instances = [i for i in census.preemptible_instances(
-            self.context, flavor_ids=flavor_ids) if not census.is_going(i)]
-        if not instances:
-            return []
-        by_node = {}
-        for instance in instances:
-            by_node.setdefault((instance.host, instance.node),
-                               []).append(instance)
-        # None: every compute node (of the requested cell, if any).
-        states = [s for s in
-                  self.manager.host_manager.get_host_states_by_uuids(
-                      self.context, None, self.spec_obj)
-                  if (s.host, s.nodename) in by_node]
-        states = self.filter_hosts(states)
-        if not states:
-            return []
-
-        def describe(state):
-            return self.describe_host(
-                state, by_node[(state.host, state.nodename)])
-
-        # Four placement reads per host: a few run at once, so a cloud with
-        # many hosts of preemptible instances is not read one at a time.
-        with futures.ThreadPoolExecutor(
-                max_workers=min(PLACEMENT_READERS, len(states))) as pool:
-            described = list(pool.map(describe, states))
-        return [host for host in described if host is not None]
-
-    def filter_hosts(self, states):
-        spec = self.spec_obj
-        wanted = {
-            'ignore': {h.lower() for h in (spec.ignore_hosts or ())},
-            'force': {h.lower() for h in (spec.force_hosts or ())},
-            'nodes': set(spec.force_nodes or ()),
-        }
-        dest = spec.requested_destination \
-            if spec.obj_attr_is_set('requested_destination') else None
-        zone = spec.availability_zone \
-            if spec.obj_attr_is_set('availability_zone') else None
-        zones = census.host_availability_zones(self.context) if zone else {}
-        group = self.resource_request.get_request_group(None)
-        required_aggs = [set(any_of) for any_of in
-                         (group.aggregates or ())]
-        forbidden_aggs = set(group.forbidden_aggregates or ())
-        kept = []
-        for state in states:
-            name = state.host.lower()
-            if name in wanted['ignore'] or \
-                    wanted['force'] and name not in wanted['force'] or \
-                    wanted['nodes'] and state.nodename not in \
-                    wanted['nodes']:
-                continue
-            if dest is not None and dest.obj_attr_is_set('host') and \
-                    dest.host and (dest.host != state.host or (
-                        dest.obj_attr_is_set('node') and dest.node and
-                        dest.node != state.nodename)):
-                continue
-            if zone and census.zone_of(zones, state.host) != zone:
-                continue
-            member_of = {agg.uuid for agg in state.aggregates}
-            if any(not (any_of & member_of) for any_of in required_aggs) \
-                    or member_of & forbidden_aggs:
-                continue
-            kept.append(state)
-        filters = [f for f in self.manager.host_manager.enabled_filters
-                   if type(f).__name__ not in USAGE_FILTERS]
-        if kept and filters:
-            kept = list(self.manager.host_manager.filter_handler
-                        .get_filtered_objects(filters, kept, spec, 0) or [])
-        return kept
-
-    def describe_host(self, state, instances):
-        """The host as victim selection sees it, or None if unusable."""
-        rp_uuid = state.uuid
-        traits = self.client.get_provider_traits(self.context,
-                                                 rp_uuid).traits
-        group = self.resource_request.get_request_group(None)
-        required = set(group.required_traits or ()) | \
-            nova_compat.root_required(self.resource_request)
-        forbidden = set(group.forbidden_traits or ()) | \
-            nova_compat.root_forbidden(self.resource_request)
-        if not required <= set(traits) or forbidden & set(traits):
-            return None
-        inventories = self._get('/resource_providers/%s/inventories'
-                                % rp_uuid)['inventories']
-        usages = self._get('/resource_providers/%s/usages'
-                           % rp_uuid)['usages']
-        consumers = self._get('/resource_providers/%s/allocations'
-                              % rp_uuid)['allocations']
-        free, max_unit = {}, {}
-        for rc, inv in inventories.items():
-            capacity = int((inv['total'] - inv['reserved']) *
-                           inv['allocation_ratio'])
-            free[rc] = max(0, capacity - usages.get(rc, 0))
-            max_unit[rc] = inv['max_unit']
-        victims = []
-        for instance in instances:
-            held = consumers.get(instance.uuid, {}).get('resources')
-            if not held:
-                continue
-            victims.append(victims_mod.Victim(
-                uuid=instance.uuid, project_id=instance.project_id,
-                created_at=instance.created_at, resources=dict(held),
-                numa_topology=instance.numa_topology,
-                pci_requests=instance.pci_requests))
-        if not victims:
-            return None
-        return victims_mod.CandidateHost(
-            host=state.host, nodename=state.nodename, rp_uuid=rp_uuid,
-            free=free, host_state=state, victims=victims,
-            max_unit=max_unit)
-
-    def _get(self, url):
-        resp = self.client.get(url, global_request_id=self.context.global_id)
-        if resp is None or not resp:
-            raise exception.NoValidHost(
-                reason='placement did not answer %s' % url)
-        return resp.json()
-
-    # --- reservation --------------------------------------------------
-
-    def read_victims(self, plan):
-        """The victims' allocations now, with their consumer generations.
-
-        :raises _Retry: a victim changed since it was chosen
-        """
-        before = {}
-        for placement in plan.placements:
-            for victim in placement.victims:
-                current = reservation.read_allocations(
-                    self.client, self.context, victim.uuid)
-                held = current['allocations'].get(
-                    placement.host.rp_uuid, {}).get('resources', {})
-                if held != dict(victim.resources):
-                    LOG.info('Preemption: request %s: victim %s changed '
-                             'since it was chosen; planning again.',
-                             self.context.request_id, victim.uuid)
-                    raise _Retry()
-                before[victim.uuid] = current
-        return before
-
-    def new_instances(self, plan, resources):
-        """``[(instance uuid, rp uuid, resources)]`` the plan places."""
-        return [(uuid, placement.host.rp_uuid, resources)
-                for uuid, placement in zip(self.instance_uuids,
-                                           plan.placements)]
-
-    def record(self, plan, resources, before):
-        """Write the eviction down before anything is reserved.
-
-        :raises NoValidHost: the coordination backend is down
-        """
-        hosts = {victim.uuid: placement.host.host
-                 for placement in plan.placements
-                 for victim in placement.victims}
-        try:
-            self.entry = self.wrapper.journal.begin(
-                self.context, self.spec_obj,
-                self.new_instances(plan, resources),
-                {uuid: (hosts[uuid], allocations)
-                 for uuid, allocations in before.items()})
-        except coordination.BackendUnavailable as exc:
-            # The backend logged its outage once.
-            LOG.info('Preemption: request %s evicts nothing: the eviction '
-                     'cannot be recorded (%s).', self.context.request_id,
-                     exc)
-            raise exception.NoValidHost(
-                reason='preemptible instances are not evicted while the '
-                       'scheduler\'s coordination backend is unreachable')
-
-    def forget(self):
-        """Delete the record of an eviction that reserved nothing."""
-        try:
-            self.entry.finish()
-        except (coordination.BackendUnavailable,
-                journal_mod.LostOwnership) as exc:
-            LOG.debug('Preemption: request %s: the record of its eviction '
-                      'stays, with nothing to undo: %s',
-                      self.context.request_id, exc)
-
-    def reserve(self, plan, resources, before):
-        """Reserve the room read in ``before``.
-
-        :raises _Retry: another request changed a victim or a provider
-        """
-        try:
-            reservation.reserve(self.client, self.context,
-                                self.new_instances(plan, resources), before,
-                                self.spec_obj.project_id,
-                                self.spec_obj.user_id)
-        except reservation.ReservationFailed as exc:
-            LOG.info('Preemption: request %s could not reserve the room '
-                     'of its victims: %s', self.context.request_id, exc)
-            if exc.conflict:
-                raise _Retry()
-            raise exception.NoValidHost(
-                reason='the room of preemptible instances could not be '
-                       'reserved')
-
-    # --- eviction -----------------------------------------------------
-
-    def evict(self, plan):
-        evictor = self.wrapper.evictor
-        # Everything is re-checked before anything is evicted, so a
-        # victim that stopped being preemptible stops the whole eviction.
-        for victim in plan.victims:
-            evictor.check_preemptible(victim.uuid)
-        for placement, uuid in zip(plan.placements, self.instance_uuids):
-            names = [v.uuid for v in placement.victims]
-            for victim in placement.victims:
-                if victim.uuid in self.evicted:
-                    continue
-                # Recorded first: a scheduler that dies while the API
-                # takes the eviction leaves the victim to be checked.
-                self.entry.evicting(victim.uuid)
-                _fault_point('evicting', victim=victim.uuid)
-                # Nothing is sent on a record that may have been taken
-                # over while this scheduler stalled (journal.ensure_held).
-                self.entry.ensure_held()
-                self.failed = victim.uuid
-                evictor.evict(victim.uuid, self.action)
-                _fault_point('evicted', victim=victim.uuid)
-                self.failed = None
-                self.evicted.append(victim.uuid)
-                self.entry.evicted(victim.uuid)
-                self._forget_pending(victim.uuid)
-            if not names:
-                continue
-            LOG.info('Preemption: request %(req)s evicts (%(action)s) '
-                     '%(victims)s on host %(host)s for instance %(uuid)s.',
-                     {'req': self.context.request_id, 'action': self.action,
-                      'victims': ', '.join(names),
-                      'host': placement.host.host, 'uuid': uuid})
-            notifications.notify_eviction(
-                self.context, notifications.EvictionPayload(
-                    request_id=self.context.request_id, instance_uuid=uuid,
-                    host=placement.host.host,
-                    nodename=placement.host.nodename, action=self.action,
-                    victims=names,
-                    victim_projects=[v.project_id or ''
-                                     for v in placement.victims]))
-
-    def _forget_pending(self, uuid):
-        # A victim placed in the last caps.PENDING_TTL seconds is shown by
-        # no cell once evicted, so its placement record would count
-        # against the preemptible caps until it expires: the caps would
-        # refuse room they have.
-        try:
-            self.wrapper.backend.delete(caps.PENDING_KIND, uuid,
-                                        owned=False)
-        except coordination.BackendUnavailable:
-            # The backend logged its outage; the record expires, and until
-            # then the caps count one too many, never one too few.
-            pass
-
-    def wait(self, plan):
-        opts = CONF.nova_sched_ext
-        left = self.wrapper.evictor.wait_gone(
-            [v.uuid for v in plan.victims], self.action,
-            opts.preemption_wait_timeout, opts.preemption_poll_interval)
-        if left:
-            raise EvictionFailed(
-                'still there after %d s: %s'
-                % (opts.preemption_wait_timeout, ', '.join(left)))
-
-    def roll_back(self, before, error):
-        """Release the reservation; log what an operator needs to know.
-
-        When the record is known to be still this scheduler's, the
-        victims not evicted get their allocations back; when the backend
-        is down (another scheduler may have taken the record over and
-        restored some already), only those the API shows untouched do.
-        The record goes once the release is done; if the release fails it
-        is left to run out, and a reconcile releases the room later.
-        """
-        ours = True
-        try:
-            self.entry.save(state=journal_mod.ROLLING_BACK)
-        except journal_mod.LostOwnership as exc:
-            LOG.error('Preemption: request %(req)s failed: %(error)s, and '
-                      '%(lost)s; that scheduler rolls it back.',
-                      {'req': self.context.request_id, 'error': error,
-                       'lost': exc})
-            return
-        except coordination.BackendUnavailable:
-            ours = False
-        restore = {uuid: alloc for uuid, alloc in before.items()
-                   if uuid not in self.evicted}
-        for uuid in list(restore):
-            # The one whose eviction failed may have started going: its
-            # compute host will drop its allocations, which must not come
-            # back.
-            if (uuid == self.failed or not ours) and \
-                    not self._untouched(uuid):
-                del restore[uuid]
-        released = 'released'
-        try:
-            reservation.release(self.client, self.context,
-                                self.instance_uuids, restore)
-        except Exception as exc:
-            released = 'NOT released (%s): check the allocations of %s' % (
-                exc, ', '.join(self.instance_uuids + sorted(restore)))
-            if ours:
-                released += ' (a reconcile retries in %d s at most)' % (
-                    journal_mod.ttl() +
-                    CONF.nova_sched_ext.preemption_reconcile_interval)
-            self.entry.abandon()
-        else:
-            self.forget()
-        LOG.error('Preemption: request %(req)s failed: %(error)s. Hosts: '
-                  '%(hosts)s; evicted: %(evicted)s; not evicted: '
-                  '%(kept)s; reservation %(released)s.',
-                  {'req': self.context.request_id, 'error': error,
-                   'hosts': ', '.join(h.host for h in self.plan.hosts),
-                   'evicted': ', '.join(self.evicted) or 'none',
-                   'kept': ', '.join(sorted(restore)) or 'none',
-                   'released': released})
-
-    def _untouched(self, uuid):
-        """A victim whose failed eviction left it as it was."""
-        try:
-            return evictor_mod.untouched(self.wrapper.evictor.get(uuid))
-        except evictor_mod.EvictionError:
-            return False
-
-    # --- answer -------------------------------------------------------
-
-    def selections(self, plan, resources):
-        """One list per instance: the reserved host, no alternates.
-
-        An alternate would be built on by the conductor without the
-        scheduler, outside the reserved room.
-        """
-        answer = []
-        for placement in plan.placements:
-            request = reservation.allocation_request(
-                placement.host.rp_uuid, resources)
-            answer.append([objects.Selection.from_host_state(
-                placement.host.host_state,
-                allocation_request=request,
-                allocation_request_version=(
-                    reservation.ALLOCATION_REQUEST_VERSION))])
-        return answer
 
 
 class PreemptionSchedulerManager(ext_manager.SchedulerManager):

@@ -46,13 +46,14 @@ import itertools
 import typing
 
 from nova import exception as nova_exc
-from nova import objects
 from nova.virt import hardware
 from oslo_log import log as logging
 
+from nova_sched_ext.cloud import room
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model
+from nova_sched_ext.fit import nova_fit as fit_nova_fit
 
 LOG = logging.getLogger(__name__)
 
@@ -152,12 +153,15 @@ class CandidateHost:
     :param host: compute host name
     :param nodename: hypervisor node name
     :param rp_uuid: UUID of the node's root resource provider
-    :param free: resource class -> amount placement can still allocate,
-        ``(total - reserved) * allocation_ratio - used``, floored, at least 0
+    :param free: resource class -> amount placement can still allocate
+        (:func:`nova_sched_ext.cloud.room.free`)
     :param host_state: the node's Nova ``HostState`` (NUMA topology, PCI
         stats, allocation ratios), or None when NUMA does not matter
     :param victims: the preemptible instances on the node
     :param max_unit: resource class -> placement ``max_unit``, optional
+    :param inventories: resource class -> placement inventory
+        (:class:`nova_sched_ext.cloud.placement.Inventory`), optional: its
+        ``min_unit`` and ``step_size`` are checked too
     """
 
     host: str
@@ -167,6 +171,7 @@ class CandidateHost:
     host_state: typing.Any = None
     victims: typing.Sequence[Victim] = ()
     max_unit: typing.Optional[typing.Mapping[str, int]] = None
+    inventories: typing.Optional[typing.Mapping[str, typing.Any]] = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -265,12 +270,15 @@ def freed_resources(victims):
 def host_level_fits(host, resources, victims=()):
     """Whether ``resources`` fit in the host's free room plus the victims'."""
     max_unit = host.max_unit or {}
+    inventories = host.inventories or {}
     freed = freed_resources(victims) if victims else {}
     free = host.free
     for rc, amount in resources.items():
         if amount <= 0:
             continue
         if rc in max_unit and amount > max_unit[rc]:
+            return False
+        if rc in inventories and not room.allows(inventories[rc], amount):
             return False
         if amount > free.get(rc, 0) + freed.get(rc, 0):
             return False
@@ -290,23 +298,15 @@ def topology_without(topology, victims):
     return topology
 
 
-def _limits(host_state, spec_obj):
-    limits = objects.NUMATopologyLimits(
-        cpu_allocation_ratio=host_state.cpu_allocation_ratio,
-        ram_allocation_ratio=host_state.ram_allocation_ratio)
-    if spec_obj is not None and spec_obj.obj_attr_is_set('network_metadata'):
-        limits.network_metadata = spec_obj.network_metadata
-    return limits
-
-
 def nova_fit(topology, host_state, request):
-    """Nova's ``numa_fit_instance_to_host`` on a clone of the request.
+    """Nova's fit with the filter's limits (:func:`.fit.nova_fit.fit`).
 
     :returns: the fitted instance topology (with pinning), or None
     """
-    return hardware.numa_fit_instance_to_host(
-        topology, request.numa_topology.obj_clone(), None,
-        limits=_limits(host_state, request.spec_obj),
+    return fit_nova_fit.fit(
+        topology, request.numa_topology, fit_nova_fit.host_limits(
+            host_state, fit_nova_fit.spec_network_metadata(
+                request.spec_obj)),
         pci_requests=request.pci_requests, pci_stats=host_state.pci_stats)
 
 

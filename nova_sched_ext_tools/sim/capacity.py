@@ -20,7 +20,7 @@ exact
     what ``nova-sched-ext-capacity`` counts:
     :func:`nova_sched_ext.capacity.count.count_host` (the package's fit
     engine, Nova's own fit where the engine's accounting is not Nova's),
-    capped by :func:`~nova_sched_ext.capacity.placement.placement_limit`
+    capped by :func:`~nova_sched_ext.cloud.claims.placement_limit`
     of the host's VCPU and MEMORY_MB (:func:`placement_tree`);
 greedy
     the simulator's count with Nova's code alone
@@ -39,7 +39,7 @@ booked (with ``booking``)
     host it passes is one the booking missed (:attr:`FlavorFigures.missed`);
 placement only
     the os-capacity formula,
-    :func:`~nova_sched_ext.capacity.placement.placement_only` on the same
+    :func:`~nova_sched_ext.cloud.claims.placement_only` on the same
     tree: per host the minimum over VCPU and MEMORY_MB of
     ``floor(free / requested)``.
 
@@ -58,7 +58,8 @@ from nova.scheduler.filters import numa_topology_filter
 
 from nova_sched_ext.capacity import count as capacity_count
 from nova_sched_ext.capacity import flavors as capacity_flavors
-from nova_sched_ext.capacity import placement
+from nova_sched_ext.cloud import claims
+from nova_sched_ext.cloud import placement
 from nova_sched_ext.fit import adapters
 from nova_sched_ext_tools.sim import cloud
 from nova_sched_ext_tools.sim import replay
@@ -163,11 +164,11 @@ class Counts(object):
             if request.invalid or not request.queries:
                 figures.append((0, False, 0))
                 continue
-            limit = placement.placement_limit(tree, request.queries)
+            limit = claims.placement_limit(tree, request.queries)
             counted = capacity_count.count_host(model, shape, limit)
             figures.append((counted.instances, counted.fallback,
-                            placement.placement_only(tree,
-                                                     request.queries[0])))
+                            claims.placement_only(tree,
+                                                  request.queries[0])))
         return figures
 
 

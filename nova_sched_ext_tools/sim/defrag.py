@@ -46,7 +46,7 @@ from nova import objects
 from nova.virt import hardware
 
 from nova_sched_ext.capacity import flavors as capacity_flavors
-from nova_sched_ext.capacity import placement
+from nova_sched_ext.cloud import placement
 from nova_sched_ext.defrag import model
 from nova_sched_ext.defrag import planner
 from nova_sched_ext.defrag import state as planning_state

@@ -93,7 +93,7 @@ class TestPlacementBound(base.TestCase):
         import nova.conf
         from nova import config, context, objects
         from nova_sched_ext.capacity import backends
-        from nova_sched_ext.capacity import placement
+        from nova_sched_ext.cloud import placement
         config.parse_args(['test', '--config-file', sys.argv[1]],
                           init_rpc=False, configure_db=False)
         objects.register_all()

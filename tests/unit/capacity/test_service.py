@@ -23,9 +23,9 @@ from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext import capacity
 from nova_sched_ext.capacity import errors
-from nova_sched_ext.capacity import placement as p
 from nova_sched_ext.capacity import service
 from nova_sched_ext.capacity import sources
+from nova_sched_ext.cloud import placement as p
 from tests.unit.capacity import test_flavors
 
 

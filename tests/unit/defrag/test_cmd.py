@@ -314,7 +314,7 @@ class TestApply(CommandTestCase):
             side_effect=lambda context, reader=None, hosts=None:
                 test_executor.Reader(self.saved)(hosts)))
         self.useFixture(fixtures.MockPatch(
-            'nova_sched_ext.capacity.placement.PlacementReader'))
+            'nova_sched_ext.cloud.placement.PlacementReader'))
         self.useFixture(fixtures.MockPatchObject(
             self.cmd, '_compute', return_value=self.compute))
         self.useFixture(fixtures.MockPatch(

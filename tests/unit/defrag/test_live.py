@@ -29,8 +29,8 @@ from oslo_db import exception as db_exc
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext.capacity import errors
-from nova_sched_ext.capacity import placement
 from nova_sched_ext.capacity import sources
+from nova_sched_ext.cloud import placement
 from nova_sched_ext.defrag import live
 from nova_sched_ext.defrag import model
 from nova_sched_ext.deployment_set import hints as ds_hints

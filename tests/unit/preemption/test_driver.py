@@ -39,6 +39,7 @@ from nova_sched_ext.preemption import evictor as evictor_mod
 from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reservation
+from nova_sched_ext.preemption import search
 from nova_sched_ext.preemption import victims as victims_mod
 from tests.unit import nova_manager_tests
 
@@ -473,8 +474,8 @@ class TestCandidateHosts(test.NoDBTestCase):
         self.manager = mock.Mock()
         self.manager.host_manager.enabled_filters = []
         wrapper = mock.Mock(manager=self.manager)
-        self.attempt = driver._Attempt(wrapper, self.context, self.spec_obj,
-                                       [uuids.new])
+        self.attempt = search.CandidateSearch(wrapper.manager, self.context,
+                                              self.spec_obj)
         self.group = objects.RequestGroup(
             resources=dict(RESOURCES), required_traits=set(),
             forbidden_traits=set(), aggregates=[],
@@ -531,8 +532,6 @@ class TestCandidateHosts(test.NoDBTestCase):
 
     def _placement(self, usages, consumers, traits=('COMPUTE_NODE',)):
         client = self.manager.placement_client
-        client.get_provider_traits.return_value = mock.Mock(
-            traits=set(traits))
         inventory = {'PCPU': {'total': 8, 'reserved': 0,
                               'allocation_ratio': 1.0, 'max_unit': 8},
                      'MEMORY_MB': {'total': 4096, 'reserved': 512,
@@ -540,8 +539,10 @@ class TestCandidateHosts(test.NoDBTestCase):
                                    'max_unit': 4096}}
         bodies = {'inventories': {'inventories': inventory},
                   'usages': {'usages': usages},
-                  'allocations': {'allocations': consumers}}
+                  'allocations': {'allocations': consumers},
+                  'traits': {'traits': list(traits)}}
         client.get.side_effect = lambda url, **kw: mock.Mock(
+            status_code=200,
             json=mock.Mock(return_value=bodies[url.rsplit('/', 1)[1]]))
 
     def test_a_host_is_described_from_placement(self):

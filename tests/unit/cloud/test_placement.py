@@ -13,10 +13,15 @@
 
 """Placement's side of the count: inventories, units, traits, trees."""
 
+import importlib
+import sys
+import warnings
+
 from keystoneauth1 import exceptions as ks_exc
 
 from nova_sched_ext.capacity import errors
-from nova_sched_ext.capacity import placement as p
+from nova_sched_ext.cloud import claims as c
+from nova_sched_ext.cloud import placement as p
 from tests import base
 
 ROOT = 'root-uuid'
@@ -59,33 +64,33 @@ class TestInventoryMath(base.TestCase):
     def test_capacity_is_total_less_reserved_times_ratio(self):
         inv = p.Inventory(total=10, reserved=2, allocation_ratio=4.0)
         self.assertEqual(32.0, inv.capacity)
-        self.assertEqual(16, p.units(inv, 0, 2))
-        self.assertEqual(13, p.units(inv, 6, 2))
-        self.assertEqual(0, p.units(inv, 32, 2))
-        self.assertEqual(0, p.units(inv, 40, 2))
+        self.assertEqual(16, c.units(inv, 0, 2))
+        self.assertEqual(13, c.units(inv, 6, 2))
+        self.assertEqual(0, c.units(inv, 32, 2))
+        self.assertEqual(0, c.units(inv, 40, 2))
 
     def test_units(self):
         inv = p.Inventory(total=64, min_unit=2, max_unit=8, step_size=2)
-        self.assertEqual(0, p.units(inv, 0, 1))      # below min_unit
-        self.assertEqual(0, p.units(inv, 0, 3))      # not a step
-        self.assertEqual(0, p.units(inv, 0, 10))     # above max_unit
-        self.assertEqual(8, p.units(inv, 0, 8))
-        self.assertEqual(16, p.units(inv, 0, 4))
+        self.assertEqual(0, c.units(inv, 0, 1))      # below min_unit
+        self.assertEqual(0, c.units(inv, 0, 3))      # not a step
+        self.assertEqual(0, c.units(inv, 0, 10))     # above max_unit
+        self.assertEqual(8, c.units(inv, 0, 8))
+        self.assertEqual(16, c.units(inv, 0, 4))
 
     def test_float_ratios_settle_on_placements_comparison(self):
         # 3 * 1.1 is 3.3000000000000003: three fit, a fourth does not
         inv = p.Inventory(total=3, allocation_ratio=1.1)
-        self.assertEqual(3, p.units(inv, 0, 1))
+        self.assertEqual(3, c.units(inv, 0, 1))
         inv = p.Inventory(total=10, allocation_ratio=0.3)
-        self.assertEqual(3, p.units(inv, 0, 1))
+        self.assertEqual(3, c.units(inv, 0, 1))
         inv = p.Inventory(total=7, allocation_ratio=1.0 / 7 * 7)
-        self.assertEqual(7, p.units(inv, 0, 1))
+        self.assertEqual(7, c.units(inv, 0, 1))
 
     def test_limit_is_the_scarcest_class(self):
-        self.assertEqual(8, p.placement_limit(host(), [request(SMALL)]))
-        self.assertEqual(4, p.placement_limit(host(memory=16384),
+        self.assertEqual(8, c.placement_limit(host(), [request(SMALL)]))
+        self.assertEqual(4, c.placement_limit(host(memory=16384),
                                               [request(SMALL)]))
-        self.assertEqual(3, p.placement_limit(host(disk=39),
+        self.assertEqual(3, c.placement_limit(host(disk=39),
                                               [request(SMALL)]))
 
     def test_reserved_and_ratios(self):
@@ -94,49 +99,49 @@ class TestInventoryMath(base.TestCase):
             'MEMORY_MB': p.Inventory(total=16384, reserved=4096,
                                      allocation_ratio=1.5)})
         # VCPU 12 / 2 = 6, MEMORY_MB 18432 / 4096 = 4
-        self.assertEqual(4, p.placement_limit(tree_, [request(SMALL)]))
+        self.assertEqual(4, c.placement_limit(tree_, [request(SMALL)]))
         used = host(inventories=tree_.root.inventories,
                     usages={'MEMORY_MB': 8192})
-        self.assertEqual(2, p.placement_limit(used, [request(SMALL)]))
+        self.assertEqual(2, c.placement_limit(used, [request(SMALL)]))
 
     def test_max_unit_step_size_min_unit(self):
         big = dict(SMALL, VCPU=12)
         tree_ = host(vcpu=64, inventories={
             'VCPU': p.Inventory(total=64, max_unit=8)})
-        self.assertEqual(0, p.placement_limit(tree_, [request(big)]))
+        self.assertEqual(0, c.placement_limit(tree_, [request(big)]))
         tree_ = host(inventories={
             'MEMORY_MB': p.Inventory(total=65536, step_size=8192)})
-        self.assertEqual(0, p.placement_limit(tree_, [request(SMALL)]))
-        self.assertEqual(8, p.placement_limit(tree_, [request(
+        self.assertEqual(0, c.placement_limit(tree_, [request(SMALL)]))
+        self.assertEqual(8, c.placement_limit(tree_, [request(
             dict(SMALL, MEMORY_MB=8192))]))
         tree_ = host(inventories={
             'DISK_GB': p.Inventory(total=100, min_unit=20)})
-        self.assertEqual(0, p.placement_limit(tree_, [request(SMALL)]))
+        self.assertEqual(0, c.placement_limit(tree_, [request(SMALL)]))
 
     def test_a_class_the_host_lacks(self):
         wants = dict(SMALL, CUSTOM_GPU=1)
-        self.assertEqual(0, p.placement_limit(host(), [request(wants)]))
+        self.assertEqual(0, c.placement_limit(host(), [request(wants)]))
         gpu = host(inventories={'CUSTOM_GPU': p.Inventory(total=3)})
-        self.assertEqual(3, p.placement_limit(gpu, [request(wants)]))
+        self.assertEqual(3, c.placement_limit(gpu, [request(wants)]))
 
     def test_cap(self):
-        self.assertEqual(5, p.placement_limit(host(), [request(SMALL)],
+        self.assertEqual(5, c.placement_limit(host(), [request(SMALL)],
                                               cap=5))
-        self.assertEqual(0, p.placement_limit(host(), [request(SMALL)],
+        self.assertEqual(0, c.placement_limit(host(), [request(SMALL)],
                                               cap=0))
 
     def test_fallback_query_after_the_first(self):
         pinned = {'PCPU': 4, 'MEMORY_MB': 1024}
         fallback = {'VCPU': 4, 'MEMORY_MB': 1024}
         tree_ = host(vcpu=8, inventories={'PCPU': p.Inventory(total=8)})
-        self.assertEqual(2, p.placement_limit(tree_, [request(pinned)]))
+        self.assertEqual(2, c.placement_limit(tree_, [request(pinned)]))
         # the scheduler also asks for VCPU; both add up
-        self.assertEqual(4, p.placement_limit(
+        self.assertEqual(4, c.placement_limit(
             tree_, [request(pinned), request(fallback)]))
         # a legacy host without PCPU: only the fallback query finds it
-        self.assertEqual(2, p.placement_limit(
+        self.assertEqual(2, c.placement_limit(
             host(vcpu=8), [request(pinned), request(fallback)]))
-        self.assertEqual(3, p.placement_limit(
+        self.assertEqual(3, c.placement_limit(
             tree_, [request(pinned), request(fallback)], cap=3))
 
 
@@ -144,19 +149,19 @@ class TestTraits(base.TestCase):
 
     def test_required_and_forbidden(self):
         gold = host(traits={'CUSTOM_GOLD'})
-        self.assertEqual(8, p.placement_limit(
+        self.assertEqual(8, c.placement_limit(
             gold, [request(SMALL, required={'CUSTOM_GOLD'})]))
-        self.assertEqual(0, p.placement_limit(
+        self.assertEqual(0, c.placement_limit(
             host(), [request(SMALL, required={'CUSTOM_GOLD'})]))
-        self.assertEqual(0, p.placement_limit(
+        self.assertEqual(0, c.placement_limit(
             gold, [request(SMALL, forbidden={'CUSTOM_GOLD'})]))
-        self.assertEqual(8, p.placement_limit(
+        self.assertEqual(8, c.placement_limit(
             host(), [request(SMALL, forbidden={'CUSTOM_GOLD'})]))
 
     def test_disabled_compute_is_no_candidate(self):
-        self.assertEqual(0, p.placement_limit(host(traits={DISABLED}),
+        self.assertEqual(0, c.placement_limit(host(traits={DISABLED}),
                                               [request(SMALL)]))
-        self.assertTrue(p.has_trait(host(traits={DISABLED}), DISABLED))
+        self.assertTrue(c.has_trait(host(traits={DISABLED}), DISABLED))
 
     def test_traits_of_a_child_serving_the_group(self):
         child = provider(CHILD, parent=ROOT, traits={'CUSTOM_FAST'},
@@ -164,10 +169,10 @@ class TestTraits(base.TestCase):
         root = host().root
         nested = tree(root, child)
         wants = dict(SMALL, CUSTOM_NIC=1)
-        self.assertEqual(2, p.placement_limit(
+        self.assertEqual(2, c.placement_limit(
             nested, [request(wants, required={'CUSTOM_FAST'})]))
         # a child that serves nothing of the request does not count
-        self.assertEqual(0, p.placement_limit(
+        self.assertEqual(0, c.placement_limit(
             nested, [request(SMALL, required={'CUSTOM_FAST'})]))
 
     def test_numbered_group_on_one_provider(self):
@@ -181,7 +186,7 @@ class TestTraits(base.TestCase):
                         required_traits=frozenset({'CUSTOM_PHYSNET'}),
                         forbidden_traits=frozenset(), same_provider=True)
         # only c1 has the trait: 10 // 4 = 2 instances
-        self.assertEqual(2, p.placement_limit(
+        self.assertEqual(2, c.placement_limit(
             nested, [request(SMALL, (), (), group)]))
 
 
@@ -195,23 +200,23 @@ class TestSharingProviders(base.TestCase):
 
     def test_a_host_without_disk_draws_it_from_its_pool(self):
         diskless = host(disk=0)._replace(sharing=(pool(disk=35),))
-        claims = p.placement_claims(diskless, [request(SMALL)])
+        claims = c.placement_claims(diskless, [request(SMALL)])
         # VCPU 16 // 2 = 8, the pool's 35 // 10 = 3
         self.assertEqual((3, 3, {'DISK_GB': ('pool-uuid',)}), claims)
-        self.assertEqual(0, p.placement_limit(host(disk=0),
+        self.assertEqual(0, c.placement_limit(host(disk=0),
                                               [request(SMALL)]))
 
     def test_the_hosts_own_disk_serves_first(self):
         both = host(disk=20)._replace(sharing=(pool(disk=100, used=70),))
         self.assertEqual((5, 3, {'DISK_GB': ('pool-uuid',)}),
-                         p.placement_claims(both, [request(SMALL)]))
+                         c.placement_claims(both, [request(SMALL)]))
 
     def test_several_pools_in_order_and_the_cap(self):
         diskless = host(disk=0)._replace(sharing=(
             pool('a', disk=20), pool('b', disk=100)))
         self.assertEqual((8, 8, {'DISK_GB': ('a', 'b')}),
-                         p.placement_claims(diskless, [request(SMALL)]))
-        self.assertEqual(4, p.placement_limit(diskless, [request(SMALL)],
+                         c.placement_claims(diskless, [request(SMALL)]))
+        self.assertEqual(4, c.placement_limit(diskless, [request(SMALL)],
                                               cap=4))
 
     def test_allowances(self):
@@ -219,7 +224,7 @@ class TestSharingProviders(base.TestCase):
                  host(disk=0)._replace(sharing=(pool('a', disk=35),
                                                 pool('b', 25, used=5)))]
         self.assertEqual({'DISK_GB': {'a': 3, 'b': 2}},
-                         p.pool_allowances(trees, request(SMALL)))
+                         c.pool_allowances(trees, request(SMALL)))
 
 
 class TestOtherFigures(base.TestCase):
@@ -229,15 +234,15 @@ class TestOtherFigures(base.TestCase):
             'VCPU': p.Inventory(total=4, allocation_ratio=4.0, max_unit=4)})
         big = dict(SMALL, VCPU=8)
         # os-capacity ignores max_unit and traits: 16 / 8
-        self.assertEqual(2, p.placement_only(tree_, request(big)))
-        self.assertEqual(0, p.placement_limit(tree_, [request(big)]))
+        self.assertEqual(2, c.placement_only(tree_, request(big)))
+        self.assertEqual(0, c.placement_limit(tree_, [request(big)]))
 
     def test_free_room(self):
         tree_ = host(vcpu=8, memory=4096, inventories={
             'PCPU': p.Inventory(total=4),
             'VCPU': p.Inventory(total=8, allocation_ratio=2.0)},
             usages={'VCPU': 3, 'PCPU': 1, 'MEMORY_MB': 1000})
-        self.assertEqual((13 + 3, 3096), p.free_room(tree_))
+        self.assertEqual((13 + 3, 3096), c.free_room(tree_))
 
 
 class FakeResponse(object):
@@ -380,3 +385,19 @@ class TestPlacementReader(base.TestCase):
             reader, _ = self._reader({}, error=error)
             exc = self.assertRaises(kind, reader.trees, [ROOT])
             self.assertNotIn('\n', str(exc))
+
+
+class TestDeprecatedModule(base.TestCase):
+    """The old path of the reader and the model still works, and warns."""
+
+    def test_capacity_placement_warns_and_re_exports(self):
+        sys.modules.pop('nova_sched_ext.capacity.placement', None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            old = importlib.import_module('nova_sched_ext.capacity.placement')
+        self.assertTrue(any(issubclass(w.category, DeprecationWarning)
+                            for w in caught))
+        self.assertIs(p.PlacementReader, old.PlacementReader)
+        self.assertIs(p.Inventory, old.Inventory)
+        self.assertIs(c.placement_limit, old.placement_limit)
+        self.assertIs(c.units, old.units)
