@@ -79,6 +79,21 @@ class LiteFunctionsTest(base.TestCase):
                           'key,nse-capacity-api', 'on'],
                          out.stdout.split())
 
+    def test_the_ini_helpers_do_not_look_python3_up_again(self):
+        # Resolved once when functions.sh is sourced: a python3 on PATH
+        # that is a version manager's shim costs a second a call under
+        # load. A python3 that fails, put first on PATH afterwards, is
+        # not what the helpers run.
+        bad = os.path.join(self.dir, 'bin')
+        os.mkdir(bad)
+        with open(os.path.join(bad, 'python3'), 'w') as shim:
+            shim.write('#!/bin/sh\nexit 3\n')
+        os.chmod(os.path.join(bad, 'python3'), 0o755)
+        done = self._bash('PATH=%s:$PATH\n'
+                          'iniset CONF DEFAULT debug True\n'
+                          'iniget CONF DEFAULT debug' % bad)
+        self.assertEqual('True', done.stdout.strip(), done.stderr)
+
     def test_an_api_behind_apache_is_mounted_at_its_path(self):
         self._bash('write_uwsgi_config CONF pkg.wsgi:application /numa '
                    '"" nse-api\n'
@@ -239,6 +254,26 @@ class LiteServicesTest(base.TestCase):
         self.assertNotIn(str(outside) + ',', done.stderr)
         done = self._bash('require_ports_free "pick others" %d' % outside)
         self.assertEqual('', done.stderr)
+
+    def test_background_jobs_and_their_commands_are_stopped(self):
+        # teardown's first step: a schema build still running in the
+        # background (a subshell and the command it waits for) stops
+        # before the databases are dropped
+        started = os.path.join(self.dir, 'started')
+        done = self._bash(
+            '( sleep 300 & echo $! > %(f)s.tmp; mv %(f)s.tmp %(f)s; wait ) &\n'
+            'job=$!\n'
+            'for i in $(seq 1 600); do [[ -e %(f)s ]] && break; '
+            'sleep 0.1; done\n'
+            'stop_background_jobs\n'
+            # running: in /proc and not a zombie left to a parent gone
+            'function running { [[ "$(cut -d" " -f3 /proc/$1/stat '
+            '2> /dev/null)" =~ ^[RSD]$ ]]; }\n'
+            'running $job && echo job alive\n'
+            'running $(cat %(f)s) && echo command alive\n'
+            'echo done' % {'f': started})
+        self.assertEqual(0, done.returncode, done.stderr)
+        self.assertEqual('done', done.stdout.strip())
 
     def test_a_failed_run_shows_the_last_lines_of_its_logs(self):
         # teardown's show_logs on failure: how a CI run, which keeps no

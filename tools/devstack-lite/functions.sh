@@ -14,12 +14,17 @@
 : "${LITE_DIR:?}" "${VENV:?}" "${LOGDIR:?}" "${PIDDIR:?}"
 
 LITE_INI="$LITE_DIR/ini.py"
+# The interpreter behind "python3", asked once: a version manager's shim
+# (pyenv's is a bash script that runs pyenv) costs about a second a call on
+# a loaded machine, and a run calls the ini helpers hundreds of times. They
+# run it with -S: ini.py needs nothing but the standard library.
+LITE_INI_PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 
 # -- ini helpers (devstack inc/ini-config) ---------------------------------
 
 function _lite_ini {
     # devstack's helpers accept -sudo as the first argument.
-    python3 "$LITE_INI" "$@"
+    "$LITE_INI_PYTHON" -S "$LITE_INI" "$@"
 }
 
 function iniset {

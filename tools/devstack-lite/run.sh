@@ -53,6 +53,9 @@
 #                        the three schedulers ("burst", "faults", "soak")
 #                        ["burst faults"; empty: none]
 #   NSE_LITE_SOAK_REQUESTS  requests of "soak" [300]
+#   NSE_LITE_READY_FILE  a file written once the cloud is up, before
+#                        tempest: the virtualenv is complete then, and
+#                        .ci/run starts the two-cluster run on it [none]
 #   NSE_LITE_WATCHER     1: then the Watcher stage (watcher.sh: live Watcher
 #                        services, an audit of the package's strategy, its
 #                        action plan applied), on port PORT_BASE + 8; not
@@ -104,6 +107,7 @@ export NSE_LITE_PASSWORD=$PASSWORD NSE_LITE_IMAGE_ID=$IMAGE_ID
 export PYTHONDONTWRITEBYTECODE=1
 
 STARTED=$SECONDS
+[[ -z "${NSE_LITE_READY_FILE:-}" ]] || rm -f "$NSE_LITE_READY_FILE"
 # shellcheck source=tools/devstack-lite/services.sh
 source "$LITE_DIR/services.sh"
 
@@ -158,6 +162,7 @@ function teardown {
         kill "$SUPERVISOR_PID" 2>/dev/null
         wait "$SUPERVISOR_PID" 2>/dev/null
     fi
+    stop_background_jobs
     stop_all_services
     if $PLUGIN_CONFIGURED; then
         ( source "$REPO/devstack/plugin.sh" unstack ) \
@@ -239,11 +244,14 @@ else
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --no-input --upgrade pip \
         >> "$LOGDIR/pip.log" 2>&1
-    if ! "$VENV/bin/python" -m pip install --no-input \
+    # pip byte-compiles what it installs one file after the other; the
+    # same compilation on every CPU, after it, is most of this step.
+    if ! "$VENV/bin/python" -m pip install --no-input --no-compile \
             -r "$LITE_DIR/requirements.txt" >> "$LOGDIR/pip.log" 2>&1; then
         tail -n 30 "$LOGDIR/pip.log"
         die $LINENO "pip install failed; see $LOGDIR/pip.log"
     fi
+    compile_venv
 fi
 "$VENV/bin/python" -m pip list 2>/dev/null \
     | grep -Ei '^(keystone|openstack-placement|nova|tempest|gunicorn) ' \
@@ -308,15 +316,21 @@ DATABASES_CREATED=true
 sql "${statements[@]}"
 if command -v rabbitmqctl > /dev/null &&
         rabbitmqctl -q list_vhosts > /dev/null 2>&1; then
-    rabbitmqctl -q delete_vhost "$RABBIT_VHOST" > /dev/null 2>&1 || true
-    rabbitmqctl -q add_vhost "$RABBIT_VHOST" > /dev/null
+    # Each rabbitmqctl starts an Erlang node, seconds on a loaded machine:
+    # the vhost is made in the background, waited for before Nova starts.
     VHOST_CREATED=true
-    rabbitmqctl -q set_permissions -p "$RABBIT_VHOST" guest '.*' '.*' '.*' \
-        > /dev/null
+    {
+        rabbitmqctl -q delete_vhost "$RABBIT_VHOST" > /dev/null 2>&1 || true
+        rabbitmqctl -q add_vhost "$RABBIT_VHOST" > /dev/null &&
+            rabbitmqctl -q set_permissions -p "$RABBIT_VHOST" guest \
+                '.*' '.*' '.*' > /dev/null
+    } &
+    VHOST_PID=$!
     TRANSPORT_URL=rabbit://guest:guest@$RABBIT/$RABBIT_VHOST
 else
     echo "rabbitmqctl is not usable here: sharing RabbitMQ's default vhost"
     TRANSPORT_URL=rabbit://guest:guest@$RABBIT/
+    VHOST_PID=
 fi
 
 # The schedulers' redis: no persistence, nothing shared with the machine's.
@@ -329,6 +343,50 @@ function start_redis {
 start_redis
 echo "redis-server on 127.0.0.1:$REDIS_PORT"
 
+# -- placement.conf, nova.conf, and their schemas beside keystone ------------
+
+# Nothing below needs keystone until the plugin's post-config phase: the
+# configuration files are written first, and the database schemas
+# (placement-manage db sync; nova-manage's cells v2 steps) are built in the
+# background while keystone builds its own and starts.
+
+step "placement.conf and nova.conf (lib/nova)"
+PLACEMENT_CONF=$ETC/placement/placement.conf
+iniset "$PLACEMENT_CONF" placement_database connection \
+    "$(db_url "${DB_PREFIX}_placement")"
+iniset "$PLACEMENT_CONF" api auth_strategy keystone
+configure_auth_token "$PLACEMENT_CONF" placement
+write_nova_conf "${DB_PREFIX}_nova_api" "${DB_PREFIX}_nova" nse-lite
+# A scheduler killed mid-request never answers: the conductor's call ends
+# when its heartbeats stop (rpc_response_timeout), bounded by
+# long_rpc_timeout, and the build goes to ERROR (faults.sh).
+iniset "$NOVA_CONF" DEFAULT rpc_response_timeout 30
+iniset "$NOVA_CONF" DEFAULT long_rpc_timeout 180
+
+step "database schemas in the background: placement-manage db sync;" \
+    "cells v2 (api_db sync, map_cell0, db sync, create_cell)"
+# nova-manage reads a copy of nova.conf as it is now: the plugin's
+# post-config phase rewrites nova.conf meanwhile, and none of its settings
+# matter to the schemas or the cell mappings.
+NOVA_MANAGE_CONF=$ETC/nova-manage.conf
+cp "$NOVA_CONF" "$NOVA_MANAGE_CONF"
+(
+    "$VENV/bin/placement-manage" --config-file "$PLACEMENT_CONF" db sync
+) >> "$LOGDIR/placement-manage.log" 2>&1 &
+PLACEMENT_SYNC_PID=$!
+(
+    set -o errexit
+    started=$SECONDS
+    nova_manage=("$VENV/bin/nova-manage" --config-file "$NOVA_MANAGE_CONF")
+    "${nova_manage[@]}" api_db sync
+    "${nova_manage[@]}" cell_v2 map_cell0 \
+        --database_connection "$(db_url "${DB_PREFIX}_nova_cell0")"
+    "${nova_manage[@]}" db sync
+    "${nova_manage[@]}" cell_v2 create_cell --name cell1 --verbose
+    echo "cells v2 done in $((SECONDS - started)) s"
+) >> "$LOGDIR/nova-manage.log" 2>&1 &
+CELLS_PID=$!
+
 # -- keystone ----------------------------------------------------------------
 
 step "keystone"
@@ -338,14 +396,7 @@ start_keystone "${DB_PREFIX}_keystone"
 # -- placement and the image/network stand-ins --------------------------------
 
 step "placement and the image/network stand-ins"
-PLACEMENT_CONF=$ETC/placement/placement.conf
-iniset "$PLACEMENT_CONF" placement_database connection \
-    "$(db_url "${DB_PREFIX}_placement")"
-iniset "$PLACEMENT_CONF" api auth_strategy keystone
-configure_auth_token "$PLACEMENT_CONF" placement
-"$VENV/bin/placement-manage" --config-file "$PLACEMENT_CONF" db sync \
-    >> "$LOGDIR/placement-manage.log" 2>&1 \
-    || die $LINENO "placement-manage db sync failed"
+wait "$PLACEMENT_SYNC_PID" || die $LINENO "placement-manage db sync failed"
 run_process placement-api "$(gunicorn_command placement.wsgi.api \
     "$PLACEMENT_PORT")" "" "" "OS_PLACEMENT_CONFIG_DIR=$ETC/placement"
 ENABLED_SERVICES+=",stub"
@@ -353,18 +404,10 @@ ENABLED_SERVICES+=",stub"
 # them: no limit on the request line.
 run_process stub "$(gunicorn_serve "$STUB_PORT" stub_services:application \
     --limit-request-line 0)" "" "" "NSE_LITE_IMAGE_ID=$IMAGE_ID"
-wait_http placement-api "$PLACEMENT_URL/"
-wait_http stub "$STUB_URL/image/"
 
-# -- nova.conf: lib/nova's create_nova_conf, then the plugin ----------------
+# -- the plugin's post-config --------------------------------------------------
 
-step "nova.conf (lib/nova) and plugin.sh stack post-config"
-write_nova_conf "${DB_PREFIX}_nova_api" "${DB_PREFIX}_nova" nse-lite
-# A scheduler killed mid-request never answers: the conductor's call ends
-# when its heartbeats stop (rpc_response_timeout), bounded by
-# long_rpc_timeout, and the build goes to ERROR (faults.sh).
-iniset "$NOVA_CONF" DEFAULT rpc_response_timeout 30
-iniset "$NOVA_CONF" DEFAULT long_rpc_timeout 180
+step "plugin.sh stack post-config"
 # The schedulers' extra file (the launcher adds it): placement and the
 # Compute API through the fault proxies.
 SCHEDULER_FAULTS_CONF=$NOVA_CONF_DIR/scheduler-faults.conf
@@ -381,21 +424,23 @@ run_process compute-proxy "$VENV/bin/python $LITE_DIR/fault_proxy.py \
 --rules $FAULTS_DIR/compute-rules.json"
 source "$REPO/devstack/plugin.sh" stack post-config
 PLUGIN_CONFIGURED=true
+wait_http placement-api "$PLACEMENT_URL/"
+wait_http stub "$STUB_URL/image/"
 
 # -- cells v2 -----------------------------------------------------------------
 
-step "cells v2: api_db sync, map_cell0, db sync, create_cell"
-nova_manage=("$VENV/bin/nova-manage" --config-file "$NOVA_CONF")
-{
-    "${nova_manage[@]}" api_db sync
-    "${nova_manage[@]}" cell_v2 map_cell0 \
-        --database_connection "$(db_url "${DB_PREFIX}_nova_cell0")"
-    "${nova_manage[@]}" db sync
-    "${nova_manage[@]}" cell_v2 create_cell --name cell1 --verbose
-} >> "$LOGDIR/nova-manage.log" 2>&1 \
-    || die $LINENO "nova-manage failed; see $LOGDIR/nova-manage.log"
+step "cells v2: waiting for the background nova-manage steps"
+wait "$CELLS_PID" ||
+    die $LINENO "nova-manage failed; see $LOGDIR/nova-manage.log"
+tail -n 1 "$LOGDIR/nova-manage.log"
+rm -f "$NOVA_MANAGE_CONF"
 
 # -- nova services ------------------------------------------------------------
+
+if [[ -n "$VHOST_PID" ]]; then
+    wait "$VHOST_PID" ||
+        die $LINENO "could not make the RabbitMQ vhost $RABBIT_VHOST"
+fi
 
 step "nova-api, nova-conductor, the scheduler, $NUMBER_FAKE_NOVA_COMPUTE computes"
 run_process n-api "$(gunicorn_command nova.wsgi.osapi_compute \
@@ -416,24 +461,28 @@ for i in $(seq 1 "$NUMBER_FAKE_NOVA_COMPUTE"); do
     run_process "n-cpu-${i}" \
         "$NOVA_BIN_DIR/nova-compute --config-file $NOVA_CPU_CONF --config-file $fake_conf"
 done
-wait_http n-api "$NOVA_URL/" 120
-function wait_computes {
-    local i
-    for i in $(seq 1 "$NUMBER_FAKE_NOVA_COMPUTE"); do
-        wait_log "n-cpu-$i" "Starting compute node" 120
-    done
-}
-wait_computes
-discover_computes
 
+# The plugin's extra phase follows at once, as in stack.sh: it replaces
+# n-sch with its schedulers and restarts the computes just started on the
+# fake NUMA driver (stopping the running processes first), so there is
+# nothing to wait for before it; the APIs and the computes' new processes
+# are waited for, and the computes mapped to cell1, once it is done.
 step "plugin.sh stack extra"
 source "$REPO/devstack/plugin.sh" stack extra
+wait_http n-api "$NOVA_URL/" 120
 for service in $(_nova_sched_ext_scheduler_services); do
     wait_log "$service" "Starting scheduler node" 120
 done
-wait_computes
+for i in $(seq 1 "$NUMBER_FAKE_NOVA_COMPUTE"); do
+    wait_log "n-cpu-$i" "Starting compute node" 120
+done
+discover_computes
 "$VENV/bin/python" "$LITE_DIR/lite.py" nova-setup \
     --computes "$NUMBER_FAKE_NOVA_COMPUTE"
+
+if [[ -n "${NSE_LITE_READY_FILE:-}" ]]; then
+    echo "cloud up at $(elapsed)" > "$NSE_LITE_READY_FILE"
+fi
 
 # -- tempest -------------------------------------------------------------------
 

@@ -63,6 +63,17 @@ function stop_all_services {
     done
 }
 
+# Stop this shell's background jobs (the schema builds of a run that ends
+# early) and the commands they run, before the databases are dropped.
+function stop_background_jobs {
+    local pid
+    for pid in $(jobs -p); do
+        pkill -TERM -P "$pid" 2>/dev/null
+        kill -TERM "$pid" 2>/dev/null
+    done
+    wait 2>/dev/null
+}
+
 function show_logs {
     local log
     for log in "$LOGDIR"/*.log; do
@@ -145,6 +156,17 @@ if inside:
 PY
 }
 
+# Byte-compile the virtualenv's packages with one worker per CPU (what pip
+# does file by file unless told --no-compile). The services run with
+# PYTHONDONTWRITEBYTECODE, so without this every start of every service
+# would compile Nova again.
+function compile_venv {
+    "$VENV/bin/python" -m compileall -q -j 0 \
+        "$("$VENV/bin/python" -c 'import sysconfig
+print(sysconfig.get_paths()["purelib"])')" >> "$LOGDIR/pip.log" 2>&1 ||
+        true
+}
+
 function db_url {
     echo "$DB_URL/$1?charset=utf8"
 }
@@ -207,12 +229,17 @@ function start_keystone {
     mkdir -p "$ETC/keystone/fernet-keys" "$ETC/keystone/credential-keys"
     local keystone_manage=("$VENV/bin/keystone-manage" --config-file
                            "$KEYSTONE_CONF")
+    # The key repositories need no database: made while db_sync runs.
     {
-        "${keystone_manage[@]}" db_sync
         "${keystone_manage[@]}" fernet_setup --keystone-user "$(id -un)" \
             --keystone-group "$(id -gn)"
         "${keystone_manage[@]}" credential_setup --keystone-user "$(id -un)" \
             --keystone-group "$(id -gn)"
+    } >> "$LOGDIR/keystone-keys.log" 2>&1 &
+    local keys=$!
+    {
+        "${keystone_manage[@]}" db_sync
+        wait "$keys" || { cat "$LOGDIR/keystone-keys.log"; false; }
         "${keystone_manage[@]}" bootstrap --bootstrap-password "$PASSWORD" \
             --bootstrap-admin-url "$KEYSTONE_URL" \
             --bootstrap-public-url "$KEYSTONE_URL" \

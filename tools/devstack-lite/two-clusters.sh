@@ -150,7 +150,10 @@ function teardown {
     trap - EXIT
     set +o errexit
     step "teardown"
-    local name
+    stop_background_jobs
+    # Both clusters side by side (each waits up to 15 s for its services
+    # to stop), keystone then.
+    local name teardowns=()
     for name in $CLUSTERS; do
         [[ " $CREATED " == *" $name "* ]] || continue
         (
@@ -166,7 +169,13 @@ function teardown {
                 "its databases"
             rabbitmqctl -q delete_vhost "$RABBIT_VHOST" > /dev/null 2>&1
             [[ $status -eq 0 ]] || show_logs
-        )
+        ) > "$WORK/cluster-$name/teardown.log" 2>&1 &
+        teardowns+=("$name=$!")
+    done
+    local teardown
+    for teardown in "${teardowns[@]}"; do
+        wait "${teardown#*=}"
+        cat "$WORK/cluster-${teardown%%=*}/teardown.log"
     done
     LOGDIR=$WORK/logs PIDDIR=$WORK/pids stop_all_services
     # keystone's: CI keeps no logs, and a keystone that did not start is
@@ -209,9 +218,10 @@ else
     "${NSE_LITE_PYTHON:-python3}" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --no-input --upgrade pip \
         >> "$LOGDIR/pip.log" 2>&1
-    "$VENV/bin/python" -m pip install --no-input \
+    "$VENV/bin/python" -m pip install --no-input --no-compile \
         -r "$LITE_DIR/requirements.txt" >> "$LOGDIR/pip.log" 2>&1 ||
         die $LINENO "pip install failed; see $LOGDIR/pip.log"
+    compile_venv
 fi
 cat > "$WORK/bin/uwsgi" <<EOF
 #!/bin/sh
@@ -233,22 +243,13 @@ else
     )
 fi
 
-# -- keystone, with both regions --------------------------------------------
+# -- keystone and the clusters' databases, side by side -----------------------
 
-step "keystone (RegionOne, RegionTwo)"
-CREATED+=" keystone"
-sql "DROP DATABASE IF EXISTS ${PREFIX}_keystone" \
-    "CREATE DATABASE ${PREFIX}_keystone CHARACTER SET utf8mb4"
-ENABLED_SERVICES=key
-start_keystone "${PREFIX}_keystone"
-
-# -- the clusters -------------------------------------------------------------
-
-# One cluster up to its computes' start: databases, vhost, catalog,
-# placement, the stand-in, nova.conf, the plugin's post-config, cells v2,
-# nova-api, conductor, scheduler; the plugin's extra phase starts the fake
-# NUMA computes and the capacity API.
-function start_cluster {
+# What a cluster needs before keystone answers: its databases and vhost,
+# placement.conf and its schema, placement and the stand-in started,
+# nova.conf as lib/nova writes it, and cells v2 (api_db sync, map_cell0,
+# db sync, create_cell). Run beside keystone's own db_sync and bootstrap.
+function prepare_cluster {
     cluster_env "$1"
     local statements=() db
     for db in $DB_NAMES; do
@@ -256,10 +257,14 @@ function start_cluster {
                      "CREATE DATABASE $db CHARACTER SET utf8mb4")
     done
     sql "${statements[@]}"
-    rabbitmqctl -q delete_vhost "$RABBIT_VHOST" > /dev/null 2>&1 || true
-    rabbitmqctl -q add_vhost "$RABBIT_VHOST" > /dev/null
-    rabbitmqctl -q set_permissions -p "$RABBIT_VHOST" guest '.*' '.*' '.*' \
-        > /dev/null
+    # Each rabbitmqctl starts an Erlang node: beside the schemas.
+    {
+        rabbitmqctl -q delete_vhost "$RABBIT_VHOST" > /dev/null 2>&1 || true
+        rabbitmqctl -q add_vhost "$RABBIT_VHOST" > /dev/null &&
+            rabbitmqctl -q set_permissions -p "$RABBIT_VHOST" guest \
+                '.*' '.*' '.*' > /dev/null
+    } &
+    local vhost=$!
 
     local placement_conf=$CETC/placement/placement.conf
     iniset "$placement_conf" placement_database connection \
@@ -286,7 +291,6 @@ function start_cluster {
     iniset "$NOVA_CONF" DEFAULT reserved_host_memory_mb 0
     iniset "$NOVA_CONF" DEFAULT reserved_host_disk_mb 0
     iniset "$NOVA_CONF" cinder os_region_name "$REGION_NAME"
-    source "$REPO/devstack/plugin.sh" stack post-config
 
     local nova_manage=("$VENV/bin/nova-manage" --config-file "$NOVA_CONF")
     {
@@ -297,6 +301,15 @@ function start_cluster {
         "${nova_manage[@]}" cell_v2 create_cell --name cell1 --verbose
     } >> "$LOGDIR/nova-manage.log" 2>&1 ||
         die $LINENO "$CLUSTER: nova-manage failed; see $LOGDIR/nova-manage.log"
+    wait "$vhost" || die $LINENO "$CLUSTER: could not make its vhost"
+}
+
+# The rest, once keystone holds the catalog: the plugin's post-config,
+# nova-api, conductor, scheduler; the plugin's extra phase starts the fake
+# NUMA computes and the capacity API.
+function start_cluster {
+    cluster_env "$1"
+    source "$REPO/devstack/plugin.sh" stack post-config
     run_process n-api "$(gunicorn_command nova.wsgi.osapi_compute \
         "$NOVA_API_PORT")" "" "" "OS_NOVA_CONFIG_DIR=$NOVA_CONF_DIR"
     run_process n-cond "$NOVA_BIN_DIR/nova-conductor --config-file $NOVA_CONF"
@@ -328,18 +341,55 @@ function finish_cluster {
         wait_log "n-cpu-$i" "Starting compute node" 180
     done
     wait_log n-sch "Starting scheduler" 180
-    discover_computes | sed "s/^/$CLUSTER: /"
+    discover_computes
     wait_http nse-capacity-api \
         "http://$SERVICE_HOST$NOVA_SCHED_EXT_CAPACITY_URL_PATH" 180
     # every compute a hypervisor with its NUMA layout trait
     NSE_LITE_REGION=$REGION_NAME "$VENV/bin/python" "$LITE_DIR/lite.py" \
-        nova-setup --computes "$NUMBER_FAKE_NOVA_COMPUTE" \
-        | sed "s/^/$CLUSTER: /"
+        nova-setup --computes "$NUMBER_FAKE_NOVA_COMPUTE"
 }
 
-# The catalog first, one cluster after the other (two "get or create" at
-# once would both create): the service users, each region's endpoints,
-# and the capacity API's (the plugin's post-config then finds them).
+# in_clusters FUNCTION TITLE: FUNCTION for both clusters side by side, each
+# with its output in its own file, shown (prefixed with the cluster's name)
+# when it is done; dies if either failed.
+function in_clusters {
+    local function=$1 title=$2 name starters=() starter status
+    for name in $CLUSTERS; do
+        ( "$function" "$name" ) > "$WORK/cluster-$name/$function.log" 2>&1 &
+        starters+=("$name=$!")
+    done
+    for starter in "${starters[@]}"; do
+        name=${starter%%=*}
+        status=0
+        wait "${starter#*=}" || status=$?
+        sed "s/^/cluster-$name: /" "$WORK/cluster-$name/$function.log"
+        [[ $status -eq 0 ]] || die $LINENO "cluster-$name: $title failed"
+    done
+}
+
+step "keystone (RegionOne, RegionTwo) beside cluster-a's and cluster-b's" \
+    "databases, placement and cells v2"
+CREATED+=" keystone"
+sql "DROP DATABASE IF EXISTS ${PREFIX}_keystone" \
+    "CREATE DATABASE ${PREFIX}_keystone CHARACTER SET utf8mb4"
+for name in $CLUSTERS; do
+    CREATED+=" $name"
+done
+(
+    ENABLED_SERVICES=key
+    start_keystone "${PREFIX}_keystone"
+) > "$LOGDIR/start-keystone.log" 2>&1 &
+keystone_starter=$!
+in_clusters prepare_cluster "databases, placement and cells v2"
+keystone_status=0
+wait "$keystone_starter" || keystone_status=$?
+cat "$LOGDIR/start-keystone.log"
+[[ $keystone_status -eq 0 ]] || die $LINENO "keystone did not start"
+
+# The catalog, one cluster after the other (two "get or create" at once
+# would both create): the service users, each region's endpoints, and the
+# capacity API's (the plugin's post-config then finds them).
+step "the catalog of both regions"
 for name in $CLUSTERS; do
     (
         cluster_env "$name"
@@ -353,27 +403,12 @@ for name in $CLUSTERS; do
     )
 done
 
-# Both clusters start side by side (their database migrations and imports
-# overlap), each with its output in its own file, shown when it is done.
-step "cluster-a and cluster-b: databases, placement, nova.conf (plugin" \
-    "post-config), cells v2, Nova services (plugin extra)"
-starters=()
-for name in $CLUSTERS; do
-    CREATED+=" $name"
-    ( start_cluster "$name" ) > "$WORK/cluster-$name/start.log" 2>&1 &
-    starters+=("$name=$!")
-done
-for starter in "${starters[@]}"; do
-    name=${starter%%=*}
-    status=0
-    wait "${starter#*=}" || status=$?
-    sed "s/^/cluster-$name: /" "$WORK/cluster-$name/start.log"
-    [[ $status -eq 0 ]] || die $LINENO "cluster-$name did not start"
-done
-for name in $CLUSTERS; do
-    step "cluster-$name: waiting for its services and computes"
-    ( finish_cluster "$name" )
-done
+# Both clusters start side by side (their imports overlap).
+step "cluster-a and cluster-b: nova.conf (plugin post-config), Nova" \
+    "services (plugin extra)"
+in_clusters start_cluster "start"
+step "cluster-a and cluster-b: waiting for their services and computes"
+in_clusters finish_cluster "waiting for its services"
 
 # -- the broker's scenarios ---------------------------------------------------
 
