@@ -31,6 +31,7 @@ from nova import objects
 from nova.tests.functional import integrated_helpers
 
 from nova_sched_ext.offline.harness import cloud
+from nova_sched_ext.offline.harness import fake_rpc
 from nova_sched_ext.virt import fake_numa
 
 #: where the test's driver is importable for [DEFAULT] compute_driver
@@ -64,6 +65,7 @@ class FakeNUMALiveMigrationTest(
     compute_driver = '%s.PerHostNodeDriver' % ALIAS
 
     def setUp(self):
+        self.useFixture(fake_rpc.PromptListeners())
         # The test module stands where Nova loads drivers from, as
         # nova_sched_ext.virt.compute does for the package's driver.
         self.useFixture(fixtures.MonkeyPatch(

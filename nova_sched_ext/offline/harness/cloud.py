@@ -54,6 +54,7 @@ from nova.tests.functional.libvirt import base as libvirt_base
 from nova_sched_ext import conf as ext_conf  # noqa: F401
 from nova_sched_ext.offline.harness import capacity_check
 from nova_sched_ext.offline.harness import fake_hosts
+from nova_sched_ext.offline.harness import fake_rpc
 from nova_sched_ext.offline.harness import filter_trace
 from nova_sched_ext.offline.harness import scenarios
 
@@ -247,6 +248,8 @@ class NUMACloudTestBase(libvirt_base.ServersTestBase):
     COUNT_CAPACITY = False
 
     def setUp(self):
+        # Idle RPC servers that do not poll: see fake_rpc.
+        self.useFixture(fake_rpc.PromptListeners())
         self.flags(api_paste_config=find_api_paste_config(), group='wsgi')
         # PCI options must be set before the computes start, and Nova's
         # PCI tests set them before the base set-up for the same reason.
