@@ -32,7 +32,6 @@ from nova.tests.functional import integrated_helpers
 
 from nova_sched_ext.virt import fake_numa
 from nova_sched_ext_tools.harness import cloud
-from nova_sched_ext_tools.harness import fake_rpc
 
 #: where the test's driver is importable for [DEFAULT] compute_driver
 ALIAS = 'nse_test_fake_numa_per_host'
@@ -65,7 +64,6 @@ class FakeNUMALiveMigrationTest(
     compute_driver = '%s.PerHostNodeDriver' % ALIAS
 
     def setUp(self):
-        self.useFixture(fake_rpc.PromptListeners())
         # The test module stands where Nova loads drivers from, as
         # nova_sched_ext.virt.compute does for the package's driver.
         self.useFixture(fixtures.MonkeyPatch(
