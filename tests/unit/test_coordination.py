@@ -175,7 +175,7 @@ class TestFileRecords(RecordsTests, base.TestCase):
         self.url = 'file://%s' % path
         self.now = time.time()
         self.useFixture(fixtures.MockPatchObject(
-            coordination, 'wall_clock', lambda: self.now))
+            coordination.records, 'wall_clock', lambda: self.now))
 
     def advance(self, seconds):
         self.now += seconds

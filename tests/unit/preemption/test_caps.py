@@ -165,7 +165,7 @@ class TestPreemptibleCaps(test.NoDBTestCase):
         # The file store's lease clock, driven by the test.
         now = [time.time()]
         self.useFixture(fixtures.MockPatchObject(
-            coordination, 'wall_clock', lambda: now[0]))
+            coordination.records, 'wall_clock', lambda: now[0]))
         self.call(chosen=('a1',), uuids_=[uuids.first])
         now[0] += 0.4
         self.call(chosen=('a1',), uuids_=[uuids.second])

@@ -59,7 +59,7 @@ class JournalTestCase(test_driver.EvictionTestCase):
         # depends on how fast the machine is.
         self.clock = time.time()
         self.useFixture(fixtures.MockPatchObject(
-            coordination, 'wall_clock', lambda: self.clock))
+            coordination.records, 'wall_clock', lambda: self.clock))
         self.useFixture(fixtures.MockPatchObject(
             journal, 'monotonic', lambda: self.clock))
         self.useFixture(fixtures.MockPatchObject(
