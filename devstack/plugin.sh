@@ -509,9 +509,8 @@ function unconfigure_nova_sched_ext {
                 "$(_nova_sched_ext_without "$value" \
                     "$NOVA_SCHED_EXT_WEIGHT_CLASSES")"
         fi
-        for option in $(_nova_sched_ext_options 2>/dev/null) \
-                $(_nova_sched_ext_renamed_options 2>/dev/null | \
-                    cut -d' ' -f1); do
+        for option in $("$(_nova_sched_ext_python)" \
+                "$NOVA_SCHED_EXT_CHECK" options --old-names 2>/dev/null); do
             inidelete "$conf" nova_sched_ext "$option"
         done
         for section in "$NOVA_SCHED_EXT_EVICTOR_SECTION" \

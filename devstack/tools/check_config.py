@@ -56,6 +56,10 @@ def _package_opts():
 def cmd_options(args):
     for opt in _package_opts():
         print(opt.dest)
+        if args.old_names:
+            for old in opt.deprecated_opts:
+                if old.name and old.group in (None, GROUP):
+                    print(old.name.replace('-', '_'))
     return 0
 
 
@@ -224,7 +228,10 @@ def cmd_check(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
-    sub.add_parser('options', help='list the [nova_sched_ext] options')
+    options = sub.add_parser('options',
+                             help='list the [nova_sched_ext] options')
+    options.add_argument('--old-names', action='store_true',
+                         help='their deprecated names too')
     sub.add_parser('renamed', help='list the renamed [nova_sched_ext] '
                    'options: OLD NEW')
     check = sub.add_parser('check', help='validate nova.conf')
