@@ -111,7 +111,7 @@ def _host(found, tree):
         failure_domains=ds_rules.domains_from_aggregates(
             found.name, found.aggregates),
         disabled_reason=disabled,
-        pci_stats=state.pci_stats)
+        pci_stats=getattr(state, 'pci_stats', None))
 
 
 def _instances_on(cctxt, hosts_by_cell):

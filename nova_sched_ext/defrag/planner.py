@@ -176,8 +176,11 @@ class _FreeRoom(object):
 
     Asked for every host at every decision: kept as numpy arrays, the
     hosts the state changed (:attr:`~.state.PlanningState.changed`)
-    refreshed before each answer.  Placement's check itself:
-    ``used + amount <= capacity`` and ``amount <= max_unit``.
+    refreshed before each answer.  Placement's check itself
+    (:mod:`nova_sched_ext.cloud.room`): ``used + amount <= capacity`` and
+    ``amount <= max_unit``; where an inventory in scope has a ``min_unit``
+    or ``step_size`` above 1, :meth:`hosts_with_room` says None and each
+    host answers for itself (:meth:`~.state.HostView.has_room`).
     """
 
     CLASSES = ('VCPU', 'MEMORY_MB')
@@ -189,6 +192,12 @@ class _FreeRoom(object):
         n = len(self.names)
         self.free = {rc: numpy.zeros(n) for rc in self.CLASSES}
         self.max_unit = {rc: numpy.zeros(n) for rc in self.CLASSES}
+        #: whether capacity and max_unit alone decide (units of 1)
+        self.exact = not any(
+            inventory.min_unit > 1 or inventory.step_size > 1
+            for name in self.names
+            for rc, inventory in state.views[name].host.inventories.items()
+            if rc in self.CLASSES)
         for i, name in enumerate(self.names):
             self._refresh(i, name)
             for rc in self.CLASSES:
@@ -213,8 +222,8 @@ class _FreeRoom(object):
 
     def hosts_with_room(self, resources):
         """A boolean array, or None for resources beyond VCPU/MEMORY_MB."""
-        if any(rc not in self.CLASSES for rc, n in resources.items()
-               if n > 0):
+        if not self.exact or any(rc not in self.CLASSES
+                                 for rc, n in resources.items() if n > 0):
             return None
         self._update()
         ok = numpy.ones(len(self.names), dtype=bool)

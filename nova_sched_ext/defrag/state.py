@@ -128,8 +128,9 @@ class HostView(object):
         self.instances = instances      # set of uuids
         self.prepared = None
         self.slots = None
-        #: ``{resource class: (capacity, inventory)}``, read once
-        self.capacity = {rc: (room.capacity(inventory), inventory)
+        #: ``{resource class: (capacity, max_unit)}``, read once
+        #: (:func:`nova_sched_ext.cloud.room.capacity`)
+        self.capacity = {rc: (room.capacity(inventory), inventory.max_unit)
                          for rc, inventory in host.inventories.items()}
 
     def has_room(self, resources):
@@ -139,8 +140,9 @@ class HostView(object):
             if amount <= 0:
                 continue
             bounds = capacity.get(rc)
-            if bounds is None or not room.allows(bounds[1], amount) or \
-                    usages.get(rc, 0) + amount > bounds[0]:
+            if bounds is None or amount > bounds[1] or \
+                    usages.get(rc, 0) + amount > bounds[0] or \
+                    not room.allows(self.host.inventories[rc], amount):
                 return False
         return True
 
