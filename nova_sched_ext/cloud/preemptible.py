@@ -12,6 +12,11 @@
 
 """The flavor extra spec that marks instances preemptible.
 
+One rule read by the preemption driver, its caps and census, the evictor
+and the defragmentation planner, so it sits in the cloud ring
+(``nova_sched_ext.preemption.extra_specs``, the path of the
+``nova.api.extra_spec_validators`` entry point, is the same module).
+
 ``nova_sched_ext:preemptible=true`` on a flavor makes its instances
 preemptible: an on-demand request that finds no room may evict them.
 

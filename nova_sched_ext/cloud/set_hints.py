@@ -12,6 +12,10 @@
 
 """The scheduler hints of deployment sets, parsed and validated.
 
+Shared by the scheduler's filter, the members' reader and the
+defragmentation planner, so it sits in the cloud ring
+(``nova_sched_ext.deployment_set.hints`` is the same module).
+
 A user passes them with ``openstack server create --hint KEY=VALUE``, next
 to Nova's own ``--hint group=<server group UUID>``:
 

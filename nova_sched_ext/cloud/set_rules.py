@@ -12,8 +12,15 @@
 
 """Which hosts a new member of a deployment set may take.
 
+A rule every reader of deployment sets shares: ``DeploymentSetFilter``
+(through :mod:`nova_sched_ext.deployment_set.planning`), the
+defragmentation planner's validity check and the simulator place a member
+by it, so it sits in the cloud ring, under every feature
+(``nova_sched_ext.deployment_set.rules`` is the same module).
+
 A :class:`Plan` is made once per scheduling request, from the set's
-existing members (:mod:`.members`), and then answers for every host and
+existing members (:mod:`nova_sched_ext.deployment_set.members`), and then
+answers for every host and
 every instance of the request.  It holds no database handle: the
 simulator and the unit tests build it from plain objects.
 
@@ -28,8 +35,8 @@ import dataclasses
 
 from oslo_log import log as logging
 
+from nova_sched_ext.cloud import set_hints as ds_hints
 from nova_sched_ext import conf
-from nova_sched_ext.deployment_set import hints as ds_hints
 
 LOG = logging.getLogger(__name__)
 CONF = conf.CONF

@@ -1,0 +1,25 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""Which hosts a new member of a deployment set may take: moved to
+:mod:`nova_sched_ext.cloud.set_rules`.
+
+This name stays, as the very same module object, for code that imports
+it (and patches it) by its old path.
+"""
+
+import sys
+
+from nova_sched_ext.cloud import set_rules
+
+sys.modules[__name__] = set_rules
