@@ -52,7 +52,7 @@ import math
 import os
 import sys
 
-from nova_sched_ext.capacity import errors
+from nova_sched_ext.cloud import errors
 # Registers [nova_sched_ext_defrag], which apply reads.
 from nova_sched_ext.defrag import conf as defrag_conf
 from nova_sched_ext import version
@@ -342,7 +342,7 @@ def write_plan(path, document):
 def _compute():
     """The Compute API proxy, with ``[nova_sched_ext_defrag]``'s user."""
     from keystoneauth1 import exceptions as ks_exc
-    from nova_sched_ext.preemption import evictor
+    from nova_sched_ext.cloud import session as cloud_session
     from oslo_config import cfg
     group = defrag_conf.GROUP_NAME
     if not cfg.CONF[group].auth_type:
@@ -350,8 +350,8 @@ def _compute():
             '[%s] auth_type is not set: give the credentials of the user '
             'that live-migrates (as in [placement])' % group)
     try:
-        session = evictor.load_session(group)
-        return evictor.connect(session, group).compute
+        session = cloud_session.load_session(group)
+        return cloud_session.connect(session, group).compute
     except ks_exc.ClientException as exc:
         raise UsageError('the credentials of [%s] cannot be used: %s'
                          % (group, ' '.join(str(exc).split()))) from None
@@ -475,7 +475,7 @@ def main(argv=None, stdout=None):
         return run(args, stdout)
     except (UsageError, model.PlanError) as exc:
         return _fail(prog, exc, 2)
-    except errors.CapacityError as exc:
+    except errors.CloudError as exc:
         return _fail(prog, exc, exc.exit_code)
     except Exception as exc:
         if args.debug:

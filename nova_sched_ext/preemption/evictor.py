@@ -23,14 +23,13 @@ server's action log.
 import threading
 import time
 
-from keystoneauth1 import loading as ks_loading
 from nova import conf as nova_conf
-import openstack
 from openstack import exceptions as sdk_exc
 from oslo_log import log as logging
 
+from nova_sched_ext.cloud import preemptible as extra_specs
+from nova_sched_ext.cloud import session as cloud_session
 from nova_sched_ext.preemption import conf as preemption_conf
-from nova_sched_ext.preemption import extra_specs
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -60,25 +59,12 @@ class NotPreemptible(EvictionError):
 
 def load_session(group=preemption_conf.EVICTOR_GROUP_NAME):
     """A keystoneauth session with the evictor's service credentials."""
-    auth = ks_loading.load_auth_from_conf_options(CONF, group)
-    return ks_loading.load_session_from_conf_options(CONF, group, auth=auth)
+    return cloud_session.load_session(group)
 
 
 def connect(session, group=preemption_conf.EVICTOR_GROUP_NAME):
     """An openstacksdk connection to the Compute API over ``session``."""
-    opts = CONF[group]
-    kwargs = {
-        'session': session,
-        'compute_api_version': '2',
-        'interface': opts.valid_interfaces,
-    }
-    if opts.region_name:
-        kwargs['region_name'] = opts.region_name
-    if opts.endpoint_override:
-        kwargs['compute_endpoint_override'] = opts.endpoint_override
-    if opts.service_name:
-        kwargs['compute_service_name'] = opts.service_name
-    return openstack.connection.Connection(**kwargs)
+    return cloud_session.connect(session, group)
 
 
 class Evictor(object):
