@@ -70,7 +70,6 @@ import collections
 import threading
 import time
 
-from nova import context as context_module
 from nova import objects
 from nova.pci import stats as pci_stats
 from nova.scheduler import host_manager
@@ -78,6 +77,8 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from nova_sched_ext.cloud import cells as cloud_cells
+from nova_sched_ext.cloud import errors as cloud_errors
 from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 
@@ -306,18 +307,17 @@ class KeptHostManager(host_manager.HostManager):
                 found[row.host] = kept
             return computes, fresh, found, fresh_services
 
-        timeout = context_module.CELL_TIMEOUT
-        results = context_module.scatter_gather_cells(
-            context, cells, timeout, targeted_operation)
         compute_nodes = collections.defaultdict(list)
         services = {}
-        for cell_uuid, result in results.items():
-            if isinstance(result, Exception):
-                LOG.warning('Failed to get computes for cell %s', cell_uuid)
-            elif result is context_module.did_not_respond_sentinel:
-                LOG.warning('Timeout getting computes for cell %s',
-                            cell_uuid)
+        for cell, result in cloud_cells.answers(context, cells,
+                                                targeted_operation):
+            if isinstance(result, cloud_errors.CellUnavailable):
+                # As Nova's HostManager: this request goes on without the
+                # cell's hosts.
+                LOG.warning('Failed to get computes for cell %s: %s',
+                            result.cell_uuid, result)
             else:
+                cell_uuid = cell.uuid
                 computes, fresh, found, fresh_services = result
                 with self._kept_lock:
                     if self._kept_nodes is kept_nodes:

@@ -19,42 +19,24 @@ for a command (2: the request or the configuration is wrong, 1: a
 service the count reads is unreachable), :attr:`CapacityError.unavailable`
 for a service (a backend is down: try again later).
 
-This module imports nothing of Nova, so that the clients of the count
-(the API, the exporter, the OpenStackClient plugin) can catch these before
-Nova is loaded.
+This module (and :mod:`nova_sched_ext.cloud.errors`) imports nothing of
+Nova, so that the clients of the count (the API, the exporter, the
+OpenStackClient plugin) can catch these before Nova is loaded.
 """
 
-from nova_sched_ext import exception as sched_ext_exception
+from nova_sched_ext.cloud import errors as cloud_errors
 
-
-class CapacityError(sched_ext_exception.UserFacingError):
-    """The count cannot be made; the message says why in one line."""
-
-    #: exit status of a command that stops on this error
-    exit_code = 2
-    #: True when a service the count reads is unreachable (retry later)
-    unavailable = False
-
-    def __init__(self, message):
-        # One line, whatever the underlying library put in its message.
-        super().__init__(' '.join(str(message).split()))
-
-
-class ConfigError(CapacityError):
-    """The configuration cannot be used (a missing or bad option)."""
-
-
-class UnknownFlavor(CapacityError):
-    """A flavor named in the request does not exist."""
+#: The count cannot be made; the message says why in one line.  The
+#: count's errors are the cloud reader's: a database, a cell or placement
+#: that does not answer is one error wherever the cloud is read.
+CapacityError = cloud_errors.CloudError
+#: The configuration cannot be used (a missing or bad option).
+ConfigError = cloud_errors.ConfigError
+#: A flavor named in the request does not exist.
+UnknownFlavor = cloud_errors.UnknownFlavor
+#: A database or placement is unreachable, or answers an error.
+BackendUnavailable = cloud_errors.BackendUnavailable
 
 
 class UnknownScope(CapacityError):
     """An unknown availability zone, aggregate or way of grouping hosts."""
-
-
-class BackendUnavailable(CapacityError,
-                         sched_ext_exception.UpstreamUnavailable):
-    """A database or placement is unreachable, or answers an error."""
-
-    exit_code = 1
-    unavailable = True

@@ -348,7 +348,7 @@ def write_plan(path, document):
 def _compute():
     """The Compute API proxy, with ``[nova_sched_ext_defrag]``'s user."""
     from keystoneauth1 import exceptions as ks_exc
-    from nova_sched_ext.preemption import evictor
+    from nova_sched_ext.cloud import session as cloud_session
     from oslo_config import cfg
     group = defrag_conf.GROUP_NAME
     if not cfg.CONF[group].auth_type:
@@ -356,8 +356,8 @@ def _compute():
             '[%s] auth_type is not set: give the credentials of the user '
             'that live-migrates (as in [placement])' % group)
     try:
-        session = evictor.load_session(group)
-        return evictor.connect(session, group).compute
+        session = cloud_session.load_session(group)
+        return cloud_session.connect(session, group).compute
     except ks_exc.ClientException as exc:
         raise UsageError('the credentials of [%s] cannot be used: %s'
                          % (group, ' '.join(str(exc).split()))) from None

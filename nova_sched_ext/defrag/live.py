@@ -12,8 +12,8 @@
 
 """The planner's cloud read from a running Nova.
 
-The hosts come from the capacity count's readers
-(:func:`nova_sched_ext.capacity.sources.read_cloud`: every compute node of
+The hosts come from the one reader of the cloud
+(:func:`nova_sched_ext.cloud.computes.read_cloud`: every compute node of
 the enabled cells as nova-scheduler's ``HostState``, with its NUMA
 topology and usage, allocation ratios, aggregates and availability zone;
 :class:`~nova_sched_ext.cloud.placement.PlacementReader`: the
@@ -30,8 +30,8 @@ group the deployment-set hints they were booted with (their request
 specs), which make the group a deployment set and give its partitions.
 
 Every database or placement failure is one line
-(:class:`~nova_sched_ext.capacity.errors.CapacityError`); nothing is
-written anywhere.
+(:class:`~nova_sched_ext.cloud.errors.CloudError`, the capacity count's
+``CapacityError``); nothing is written anywhere.
 """
 
 import collections
@@ -42,28 +42,29 @@ from nova import objects
 from nova.virt import hardware
 from oslo_log import log as logging
 
-from nova_sched_ext.capacity import flavors as capacity_flavors
-from nova_sched_ext.capacity import sources
+from nova_sched_ext.cloud import cells as cloud_cells
+from nova_sched_ext.cloud import computes
+from nova_sched_ext.cloud import flavor_requests
+from nova_sched_ext.cloud import flavors as cloud_flavors
+from nova_sched_ext.cloud import groups as cloud_groups
 from nova_sched_ext.cloud import placement
+from nova_sched_ext.cloud import preemptible
+from nova_sched_ext.cloud import set_hints
+from nova_sched_ext.cloud import set_rules
 from nova_sched_ext import conf
 from nova_sched_ext.defrag import model
-from nova_sched_ext.deployment_set import hints as ds_hints
-from nova_sched_ext.deployment_set import members as ds_members
-from nova_sched_ext.deployment_set import rules as ds_rules
-from nova_sched_ext.preemption import extra_specs
-from nova_sched_ext.weighers import numa_slot
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 #: How a host the scheduler cannot pick is described (after "it is").
 HOST_SKIPPED = {
-    sources.SKIP_NO_SERVICE: 'without a nova-compute service',
-    sources.SKIP_SERVICE_DISABLED: 'disabled',
-    sources.SKIP_SERVICE_DOWN: 'down (its nova-compute service does not '
-                               'report)',
-    sources.SKIP_NOT_REPORTING: 'not reporting its resources yet',
-    sources.SKIP_NO_PROVIDER: 'unknown to placement',
+    computes.SKIP_NO_SERVICE: 'without a nova-compute service',
+    computes.SKIP_SERVICE_DISABLED: 'disabled',
+    computes.SKIP_SERVICE_DOWN: 'down (its nova-compute service does not '
+                                'report)',
+    computes.SKIP_NOT_REPORTING: 'not reporting its resources yet',
+    computes.SKIP_NO_PROVIDER: 'unknown to placement',
 }
 
 #: The prefix of the flavor extra specs AggregateInstanceExtraSpecsFilter
@@ -96,7 +97,7 @@ def _host(found, tree):
     state = found.state
     disabled = HOST_SKIPPED.get(found.skipped) if found.skipped else None
     if tree is None and disabled is None:
-        disabled = HOST_SKIPPED[sources.SKIP_NO_PROVIDER]
+        disabled = HOST_SKIPPED[computes.SKIP_NO_PROVIDER]
     root = tree.root if tree is not None else None
     return model.Host(
         name=found.name,
@@ -108,7 +109,7 @@ def _host(found, tree):
         availability_zone=found.availability_zone,
         aggregates=frozenset(a.name for a in found.aggregates),
         aggregate_metadata=_metadata_values(found.aggregates),
-        failure_domains=ds_rules.domains_from_aggregates(
+        failure_domains=set_rules.domains_from_aggregates(
             found.name, found.aggregates),
         disabled_reason=disabled,
         pci_stats=getattr(state, 'pci_stats', None))
@@ -180,21 +181,13 @@ def _required_metadata(flavor):
             if key.startswith(AGGREGATE_SPEC_PREFIX)}
 
 
-def _max_per_host(group):
-    try:
-        return int((group.rules or {}).get('max_server_per_host', 1))
-    except (TypeError, ValueError):
-        return 1
-
-
 def _groups(context, on_hosts):
     """``(groups, {instance: group}, {instance: partition})``.
 
     Only the groups with a member on a host; an anti-affinity group is a
     deployment set when a member was booted with a strategy hint.
     """
-    with sources.database('API database (server groups)'):
-        found = list(objects.InstanceGroupList.get_all(context))
+    found = cloud_groups.server_groups(context)
     groups, group_of, partition_of = {}, {}, {}
     for group in found:
         members = [uuid for uuid in group.members or () if uuid in on_hosts]
@@ -202,17 +195,17 @@ def _groups(context, on_hosts):
             continue
         strategy = None
         if group.policy == 'anti-affinity':
-            with sources.database('API database (request specs)'):
+            with cloud_cells.database('API database (request specs)'):
                 for uuid in members:
-                    member_hints = ds_members.member_hints(context, uuid)
-                    if member_hints is ds_hints.NO_HINTS:
+                    member_hints = cloud_groups.member_hints(context, uuid)
+                    if member_hints is set_hints.NO_HINTS:
                         continue
                     strategy = strategy or member_hints.strategy
                     if member_hints.partition is not None:
                         partition_of[uuid] = member_hints.partition
         groups[group.uuid] = model.ServerGroup(
             uuid=group.uuid, policy=group.policy,
-            max_server_per_host=_max_per_host(group),
+            max_server_per_host=cloud_groups.max_server_per_host(group),
             deployment_set_strategy=strategy)
         for uuid in members:
             group_of[uuid] = group.uuid
@@ -232,10 +225,10 @@ def read_cloud(context, placement_reader=None, hosts=None):
         the only ones asked of placement, their instances the only rows
         read (the compute node and aggregate lists are read whole, one
         query each)
-    :raises CapacityError: a database or placement that cannot be read,
+    :raises CloudError: a database or placement that cannot be read,
         in one line
     """
-    found = sources.read_cloud(context)
+    found = computes.read_cloud(context)
     reader = placement_reader or placement.PlacementReader(
         context, workers=CONF.nova_sched_ext_capacity.placement_workers)
     partial = hosts is not None
@@ -263,7 +256,7 @@ def read_cloud(context, placement_reader=None, hosts=None):
     for name, cell_uuid in host_cell.items():
         by_cell[cell_uuid].add(name)
     rows = []
-    for _cell, cell_rows in sources.in_every_cell(
+    for _cell, cell_rows in cloud_cells.in_cells(
             context, found.cells, _instances_on, dict(by_cell)):
         rows.extend(cell_rows)
     on_hosts = {row.uuid for row in rows}
@@ -282,7 +275,7 @@ def read_cloud(context, placement_reader=None, hosts=None):
             project_id=row.project_id,
             group=group_of.get(row.uuid),
             partition=partition_of.get(row.uuid),
-            preemptible=extra_specs.is_preemptible(row.flavor),
+            preemptible=preemptible.is_preemptible(row.flavor),
             unmovable=_why_unmovable(row, resources) or unreadable,
             required_metadata=_required_metadata(row.flavor))
     (LOG.debug if partial else LOG.info)(
@@ -294,17 +287,17 @@ def read_cloud(context, placement_reader=None, hosts=None):
 
 
 def reference_flavors(context, names=None):
-    """The ``capacity.flavors.FlavorRequest`` of the flavors to recover.
+    """The ``cloud.flavor_requests.FlavorRequest`` of the flavors to recover.
 
-    ``names`` (names or IDs, :func:`~.sources.read_flavors` refuses an
+    ``names`` (names or IDs; ``cloud.flavors.read_flavors`` refuses an
     unknown one), else the NUMA-slot weigher's reference flavors
     (``[nova_sched_ext] numa_slot_reference_flavors``, or the largest
     ones): the flavors whose slots the scheduler protects are the ones a
     plan gives room back to.
     """
     if names:
-        chosen = sources.read_flavors(context, names)
+        chosen = cloud_flavors.read_flavors(context, names)
     else:
-        with sources.database('API database (flavors)'):
-            chosen = numa_slot.load_reference_flavors(context)
-    return [capacity_flavors.flavor_request(flavor) for flavor in chosen]
+        with cloud_cells.database('API database (flavors)'):
+            chosen = cloud_flavors.reference_flavors(context)
+    return [flavor_requests.flavor_request(flavor) for flavor in chosen]

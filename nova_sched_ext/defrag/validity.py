@@ -29,8 +29,8 @@ the executor's skips show them.
 
 import collections
 
+from nova_sched_ext.cloud import set_rules as rules
 from nova_sched_ext.defrag import state as planning_state
-from nova_sched_ext.deployment_set import rules
 
 #: The aggregate metadata key of AggregateMultiTenancyIsolation.
 TENANT_KEY = 'filter_tenant_id'

@@ -57,8 +57,12 @@ from nova import objects
 from nova.scheduler.client import report
 from oslo_log import log as logging
 
-from nova_sched_ext.deployment_set import hints as ds_hints
-from nova_sched_ext.deployment_set import rules
+from nova_sched_ext.cloud import cells as cloud_cells
+from nova_sched_ext.cloud import computes
+from nova_sched_ext.cloud import errors as cloud_errors
+from nova_sched_ext.cloud import groups as cloud_groups
+from nova_sched_ext.cloud import set_hints as ds_hints
+from nova_sched_ext.cloud import set_rules as rules
 from nova_sched_ext import exception as sched_ext_exception
 
 LOG = logging.getLogger(__name__)
@@ -72,7 +76,12 @@ _HOSTLESS_STATES = (vm_states.ERROR, vm_states.SHELVED_OFFLOADED,
 
 
 class MembersUnavailable(sched_ext_exception.UpstreamUnavailable):
-    """The members of a set could not be read; the message says why."""
+    """The members of a set could not be read; the message says why.
+
+    A cell that does not answer is the cloud reader's
+    :class:`~nova_sched_ext.cloud.errors.CellUnavailable`, its message
+    followed by what was being read; the filter rejects every host on it.
+    """
 
 
 class Request(object):
@@ -160,32 +169,9 @@ class StaticMemberSource(MemberSource):
         return self._domains(host_names) if self._domains else {}
 
 
-def member_hints(context, uuid):
-    """The deployment-set hints an existing member was booted with.
-
-    Read from its request spec in the API database, leniently
-    (:func:`~.hints.parse_lenient`); :data:`~.hints.NO_HINTS` without one.
-    """
-    try:
-        spec = objects.RequestSpec.get_by_instance_uuid(context, uuid)
-    except exception.RequestSpecNotFound:
-        return ds_hints.NO_HINTS
-    scheduler_hints = spec.scheduler_hints \
-        if 'scheduler_hints' in spec else None
-    return ds_hints.parse_lenient(scheduler_hints)
-
-
-def _failure(result):
-    if result is nova_context.did_not_respond_sentinel:
-        return 'no answer within %d s' % nova_context.CELL_TIMEOUT
-    return '%s: %s' % (type(result).__name__, result)
-
-
-def _max_per_host(group):
-    try:
-        return int((group.rules or {}).get('max_server_per_host', 1))
-    except (TypeError, ValueError):
-        return 1
+#: The deployment-set hints an existing member was booted with.
+member_hints = cloud_groups.member_hints
+_max_per_host = cloud_groups.max_server_per_host
 
 
 class _HintCache(object):
@@ -309,18 +295,15 @@ class DatabaseMemberSource(MemberSource):
                                 'deleted': False},
                 expected_attrs=[])
 
-        results = nova_context.scatter_gather_cells(
-            context, list(cells.values()), nova_context.CELL_TIMEOUT,
-            in_cell, by_cell)
         instances = {}
-        for cell_uuid, result in results.items():
-            if nova_context.is_cell_failure_sentinel(result):
-                raise MembersUnavailable(
-                    'cell %s did not answer for the members %s: %s'
-                    % (cells[cell_uuid].name or cell_uuid,
-                       ', '.join(by_cell[cell_uuid]), _failure(result)))
-            for instance in result:
-                instances[instance.uuid] = instance
+        try:
+            for _cell, result in cloud_cells.in_cells(
+                    context, list(cells.values()), in_cell, by_cell):
+                for instance in result:
+                    instances[instance.uuid] = instance
+        except cloud_errors.CellUnavailable as exc:
+            raise MembersUnavailable('%s (reading the members %s)' % (
+                exc, ', '.join(by_cell[exc.cell_uuid]))) from exc
         return instances
 
     def _member_hosts(self, context, request, mappings, alive, instances):
@@ -401,16 +384,12 @@ class DatabaseMemberSource(MemberSource):
                 unknown.append(provider)
         if not unknown:
             return names
-        results = nova_context.scatter_gather_skip_cell0(
-            context, objects.ComputeNodeList.get_all_by_uuids, unknown)
-        for cell_uuid, result in results.items():
-            if nova_context.is_cell_failure_sentinel(result):
-                raise MembersUnavailable(
-                    'cell %s did not answer which hosts the providers %s '
-                    'are: %s' % (cell_uuid, ', '.join(unknown),
-                                 _failure(result)))
-            for node in result:
-                names[node.uuid] = node.host
+        try:
+            names.update(computes.hosts_of_nodes(context, unknown))
+        except cloud_errors.CellUnavailable as exc:
+            raise MembersUnavailable('%s (reading which hosts the providers '
+                                     '%s are)' % (exc, ', '.join(unknown))
+                                     ) from exc
         return names
 
     # -- domains --------------------------------------------------------------

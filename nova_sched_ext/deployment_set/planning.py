@@ -34,10 +34,10 @@ Options: ``[nova_sched_ext] deployment_set_max_size`` caps every set;
 
 from oslo_log import log as logging
 
+from nova_sched_ext.cloud import set_hints as ds_hints
+from nova_sched_ext.cloud import set_rules as rules
 from nova_sched_ext import conf
-from nova_sched_ext.deployment_set import hints as ds_hints
 from nova_sched_ext.deployment_set import members
-from nova_sched_ext.deployment_set import rules
 
 LOG = logging.getLogger(__name__)
 CONF = conf.CONF

@@ -51,10 +51,10 @@ from nova import exception
 from nova import objects
 from oslo_log import log as logging
 
+from nova_sched_ext.cloud import preemptible as extra_specs
 from nova_sched_ext import conf
 from nova_sched_ext import coordination
 from nova_sched_ext.preemption import census
-from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext import wrappers
 
 CONF = conf.CONF

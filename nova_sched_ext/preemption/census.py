@@ -33,8 +33,9 @@ from nova import objects
 from nova.scheduler import utils
 from oslo_log import log as logging
 
-from nova_sched_ext import exception as sched_ext_exception
-from nova_sched_ext.preemption import extra_specs
+from nova_sched_ext.cloud import cells as cloud_cells
+from nova_sched_ext.cloud import errors as cloud_errors
+from nova_sched_ext.cloud import preemptible as extra_specs
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -60,8 +61,8 @@ def preemptible_instances(context, hosts=None, flavor_ids=None):
         caller has it already
     :returns: ``[objects.Instance]`` with flavor, NUMA topology and PCI
         requests loaded
-    :raises: nova.exception.NovaException if a cell does not answer (the
-        callers must not act on a partial view)
+    :raises CellUnavailable: a cell does not answer (the callers must not
+        act on a partial view)
     """
     if flavor_ids is None:
         flavor_ids = preemptible_flavor_ids(context)
@@ -76,12 +77,8 @@ def preemptible_instances(context, hosts=None, flavor_ids=None):
             cell_context, filters, expected_attrs=INSTANCE_ATTRS)
 
     found = []
-    results = nova_context.scatter_gather_skip_cell0(context, query)
-    for cell_uuid, result in results.items():
-        if not nova_context.is_cell_failure_sentinel(result):
-            found.extend(result)
-            continue
-        raise CellUnavailable(cell_uuid)
+    for result in cloud_cells.in_every_cell(context, query).values():
+        found.extend(result)
     return [instance for instance in found
             if instance.host and
             extra_specs.is_preemptible(instance.flavor)]
@@ -107,10 +104,7 @@ def deleted_instance_uuids(context, uuids):
             cell_context, filters, expected_attrs=[])
 
     deleted = set()
-    results = nova_context.scatter_gather_skip_cell0(context, query)
-    for cell_uuid, result in results.items():
-        if nova_context.is_cell_failure_sentinel(result):
-            raise CellUnavailable(cell_uuid)
+    for result in cloud_cells.in_every_cell(context, query).values():
         deleted.update(instance.uuid for instance in result)
     return deleted
 
@@ -122,10 +116,8 @@ def is_going(instance):
                                    task_states.SHELVING_OFFLOADING)
 
 
-class CellUnavailable(sched_ext_exception.UpstreamUnavailable):
-    def __init__(self, cell_uuid):
-        super().__init__('cell %s did not answer' % cell_uuid)
-        self.cell_uuid = cell_uuid
+#: A cell did not answer: the cloud reader's one error for it.
+CellUnavailable = cloud_errors.CellUnavailable
 
 
 def host_availability_zones(context):

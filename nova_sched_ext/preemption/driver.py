@@ -63,6 +63,7 @@ from nova import exception
 from nova import objects
 from oslo_log import log as logging
 
+from nova_sched_ext.cloud import preemptible as extra_specs
 from nova_sched_ext import conf
 from nova_sched_ext import coordination
 from nova_sched_ext import exception as sched_ext_exception
@@ -70,7 +71,6 @@ from nova_sched_ext import manager as ext_manager
 from nova_sched_ext.preemption import caps
 from nova_sched_ext.preemption import census
 from nova_sched_ext.preemption import evictor as evictor_mod
-from nova_sched_ext.preemption import extra_specs
 from nova_sched_ext.preemption import journal as journal_mod
 from nova_sched_ext.preemption import notifications
 from nova_sched_ext.preemption import reconcile

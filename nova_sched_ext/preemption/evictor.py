@@ -23,16 +23,15 @@ server's action log.
 import threading
 import time
 
-from keystoneauth1 import loading as ks_loading
-import openstack
 from openstack import exceptions as sdk_exc
 from oslo_log import log as logging
 
+from nova_sched_ext.cloud import preemptible as extra_specs
+from nova_sched_ext.cloud import session as cloud_session
 from nova_sched_ext import conf
 from nova_sched_ext.conf import evictor as evictor_conf
 from nova_sched_ext.conf import scheduler as scheduler_conf
 from nova_sched_ext import exception as sched_ext_exception
-from nova_sched_ext.preemption import extra_specs
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
@@ -62,25 +61,12 @@ class NotPreemptible(EvictionError):
 
 def load_session(group=evictor_conf.GROUP_NAME):
     """A keystoneauth session with the evictor's service credentials."""
-    auth = ks_loading.load_auth_from_conf_options(CONF, group)
-    return ks_loading.load_session_from_conf_options(CONF, group, auth=auth)
+    return cloud_session.load_session(group)
 
 
 def connect(session, group=evictor_conf.GROUP_NAME):
     """An openstacksdk connection to the Compute API over ``session``."""
-    opts = CONF[group]
-    kwargs = {
-        'session': session,
-        'compute_api_version': '2',
-        'interface': opts.valid_interfaces,
-    }
-    if opts.region_name:
-        kwargs['region_name'] = opts.region_name
-    if opts.endpoint_override:
-        kwargs['compute_endpoint_override'] = opts.endpoint_override
-    if opts.service_name:
-        kwargs['compute_service_name'] = opts.service_name
-    return openstack.connection.Connection(**kwargs)
+    return cloud_session.connect(session, group)
 
 
 class Evictor(object):

@@ -58,11 +58,11 @@ import time
 
 from nova import context as nova_context
 from nova import exception
-from nova import objects
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 from oslo_log import log as logging
 
+from nova_sched_ext.cloud import flavors as cloud_flavors
 from nova_sched_ext import conf
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
@@ -144,30 +144,10 @@ class ReferenceFlavors:
 def load_reference_flavors(context):
     """The reference flavors' ``objects.Flavor``, as the options name them.
 
-    The defragmentation planner recovers the slots of the same flavors.
+    The cloud reader's (the defragmentation planner recovers the slots of
+    the same flavors); an unknown one is warned about here.
     """
-    wanted = CONF.nova_sched_ext.numa_slot_reference_flavors
-    if wanted:
-        flavors = []
-        for name in wanted:
-            try:
-                flavors.append(objects.Flavor.get_by_name(context, name))
-                continue
-            except exception.FlavorNotFound:
-                pass
-            try:
-                flavors.append(objects.Flavor.get_by_flavor_id(
-                    context, name))
-            except exception.FlavorNotFound:
-                LOG.warning('NUMASlotWeigher: reference flavor %r '
-                            '([nova_sched_ext] '
-                            'numa_slot_reference_flavors) does not '
-                            'exist; ignored.', name)
-        return flavors
-    flavors = [f for f in objects.FlavorList.get_all(context)
-               if not f.disabled]
-    flavors.sort(key=lambda f: (f.vcpus, f.memory_mb), reverse=True)
-    return flavors[:CONF.nova_sched_ext.numa_slot_auto_reference_count]
+    return cloud_flavors.reference_flavors(context, log=LOG)
 
 
 def _slot_weight(flavor):

@@ -737,3 +737,163 @@ class TestWatcherPluginsLoadNoNova(base.TestCase):
                           'extra; tox -e watcher)')
         loaded, errors = self.loaded_nova(WATCHER_PLUGINS)
         self.assertEqual('[]', loaded, errors)
+
+
+# --- The features never import one another ---------------------------------
+#
+# Each feature reads the cloud through the one reader (nova_sched_ext.cloud)
+# and counts with the core (fit/); a rule two features share lives in the
+# reader (cloud.set_rules, cloud.set_hints, cloud.preemptible), not in one
+# of them.  Shared helpers (conf, opt_types, registry, version,
+# coordination, wrappers) and the scheduler's plugins are no features.
+
+#: The features, and the ring every one of them reads through.
+FEATURES = ('nova_sched_ext.capacity', 'nova_sched_ext.defrag',
+            'nova_sched_ext.preemption', 'nova_sched_ext.deployment_set',
+            'nova_sched_ext.broker')
+CLOUD = 'nova_sched_ext.cloud'
+
+#: ``(importer, imported): why`` of the imports the rule allows for good.
+FEATURE_IMPORTS_ALLOWED = {
+    ('nova_sched_ext.broker.clusters', 'nova_sched_ext.capacity.osc'):
+        "the broker reads each cluster's capacity API over HTTP, as it "
+        "reads Nova's: capacity.osc is that public API's client (it "
+        "imports no Nova), not the count's insides",
+}
+
+#: ``(importer, imported): what removes it`` of the imports other work of
+#: issue 26 removes; each goes when that work is merged.
+FEATURE_IMPORTS_PENDING = {
+    ('nova_sched_ext.defrag', 'nova_sched_ext.capacity.placement'):
+        'the placement reader moves to cloud/placement.py (cloud-placement)',
+    ('nova_sched_ext.cloud.flavor_requests',
+     'nova_sched_ext.capacity.placement'):
+        'the placement request model moves to cloud/placement.py '
+        '(cloud-placement)',
+    ('nova_sched_ext.defrag.state', 'nova_sched_ext.capacity.count'):
+        "one Nova's-fit-with-the-filter's-limits function in cloud/ "
+        '(cloud-placement)',
+    ('nova_sched_ext.defrag.cmd', 'nova_sched_ext.capacity.cmd'):
+        'one CLI toolkit for every console script (errors-cli)',
+    ('nova_sched_ext.defrag', 'nova_sched_ext.capacity.conf'):
+        'options registered in one place, one module per group (conf)',
+    ('nova_sched_ext.defrag', 'nova_sched_ext.preemption.conf'):
+        'options registered in one place, one module per group (conf)',
+}
+
+
+def _excused(module, name, table):
+    return any(within(module, importer) and within(name, imported)
+               for importer, imported in table)
+
+
+def feature_violations(modules):
+    """Every import of one feature by another, or of a feature by cloud/.
+
+    ``from a import b`` gives ``a`` and ``a.b`` (:func:`imports_of`); only
+    the longer name of one statement is judged, so that an allowed
+    ``from nova_sched_ext.capacity import osc`` is not refused as
+    ``nova_sched_ext.capacity``.
+    """
+    problems = []
+    excused = {**FEATURE_IMPORTS_ALLOWED, **FEATURE_IMPORTS_PENDING}
+    for module, (path, source, is_package) in sorted(modules.items()):
+        where = os.path.relpath(path, TOP) if os.path.isabs(path) else path
+        by_line = {}
+        for line, name in imports_of(source, module, is_package, path):
+            by_line.setdefault(line, set()).add(name)
+        for line, names in sorted(by_line.items()):
+            for name in sorted(names):
+                if any(other.startswith(name + '.') for other in names):
+                    continue
+                reason = _feature_rule(module, name)
+                if reason and not _excused(module, name, excused):
+                    problems.append('%s:%d imports %s: %s'
+                                    % (where, line, name, reason))
+    return problems
+
+
+def _feature_rule(module, name):
+    if within(module, CLOUD) and within(name, FEATURES):
+        return ('cloud/ is the ring inside the features: it imports none '
+                'of them')
+    for feature in FEATURES:
+        if within(module, feature):
+            break
+    else:
+        return None
+    for other in FEATURES:
+        if other != feature and within(name, other):
+            return ('features never import one another: %s reads the '
+                    'cloud through nova_sched_ext.cloud and shares rules '
+                    'there, not through %s' % (feature, other))
+    return None
+
+
+class TestFeaturesApart(base.TestCase):
+    """Capacity, defragmentation, preemption, deployment sets, the broker."""
+
+    def check(self, module, source, is_package=False):
+        return feature_violations({module: (
+            '%s.py' % module.replace('.', '/'), source, is_package)})
+
+    def test_no_feature_imports_another(self):
+        modules = package_modules()
+        self.assertIn('nova_sched_ext.cloud.cells', modules)
+        problems = feature_violations(modules)
+        self.assertEqual([], problems, '\n'.join(problems))
+
+    def test_a_feature_importing_another_is_refused(self):
+        for module, source in (
+                ('nova_sched_ext.defrag.live',
+                 'from nova_sched_ext.capacity import sources\n'),
+                ('nova_sched_ext.defrag.validity',
+                 'def f():\n'
+                 '    from nova_sched_ext.deployment_set import members\n'),
+                ('nova_sched_ext.capacity.service',
+                 'import nova_sched_ext.preemption.census\n'),
+                ('nova_sched_ext.preemption.caps',
+                 'from ..deployment_set import planning\n'),
+                ('nova_sched_ext.deployment_set.members',
+                 'from nova_sched_ext import defrag\n'),
+                ('nova_sched_ext.broker.service',
+                 'from nova_sched_ext.capacity import service\n')):
+            problems = self.check(module, source)
+            self.assertEqual(1, len(problems), (module, problems))
+            self.assertIn('features never import one another', problems[0])
+
+    def test_cloud_imports_no_feature(self):
+        problems = self.check('nova_sched_ext.cloud.cells',
+                              'from nova_sched_ext.preemption import census\n')
+        self.assertEqual(1, len(problems), problems)
+        self.assertIn('cloud/ is the ring inside the features', problems[0])
+
+    def test_the_reader_and_shared_helpers_are_allowed(self):
+        self.assertEqual([], self.check(
+            'nova_sched_ext.defrag.live',
+            'from nova_sched_ext.cloud import computes\n'
+            'from nova_sched_ext.cloud import set_rules\n'
+            'from nova_sched_ext import conf\n'
+            'from nova_sched_ext.fit import engine\n'
+            'from . import model\n'))
+        self.assertEqual([], self.check(
+            'nova_sched_ext.broker.clusters',
+            'from nova_sched_ext.capacity import osc\n'))
+        # Allowed for the broker's client only, not for any module.
+        self.assertEqual(1, len(self.check(
+            'nova_sched_ext.defrag.live',
+            'from nova_sched_ext.capacity import osc\n')))
+
+    def test_every_exception_is_still_needed(self):
+        # An exception nothing uses any more is dropped, not kept.
+        modules = package_modules()
+        used = set()
+        for module, (path, source, is_package) in modules.items():
+            for _line, name in imports_of(source, module, is_package, path):
+                for importer, imported in (list(FEATURE_IMPORTS_ALLOWED) +
+                                           list(FEATURE_IMPORTS_PENDING)):
+                    if within(module, importer) and within(name, imported):
+                        used.add((importer, imported))
+        unused = (set(FEATURE_IMPORTS_ALLOWED) |
+                  set(FEATURE_IMPORTS_PENDING)) - used
+        self.assertEqual(set(), unused)

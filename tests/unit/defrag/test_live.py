@@ -30,6 +30,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import sources
+from nova_sched_ext.cloud import computes
 from nova_sched_ext.cloud import placement
 from nova_sched_ext.defrag import live
 from nova_sched_ext.defrag import model
@@ -116,7 +117,7 @@ class TestReadCloud(test.NoDBTestCase):
             found_host('h2', uuids.cn2, skipped=sources.SKIP_SERVICE_DISABLED),
         ]
         self.useFixture(test.fixtures.MockPatchObject(
-            sources, 'read_cloud', side_effect=lambda ctx: sources.Cloud(
+            computes, 'read_cloud', side_effect=lambda ctx: sources.Cloud(
                 hosts=self.hosts, aggregates=[], cells=[CELL1])))
         small = flavor('small.2', 2, 512, PINNED)
         spot = flavor('spot.2', 2, 512, dict(
@@ -159,7 +160,7 @@ class TestReadCloud(test.NoDBTestCase):
         hints = {uuids.ok: ds_hints.SetHints(strategy='partition',
                                              partition=1, max_size=None)}
         self.useFixture(test.fixtures.MockPatch(
-            'nova_sched_ext.deployment_set.members.member_hints',
+            'nova_sched_ext.cloud.groups.member_hints',
             side_effect=lambda ctx, uuid: hints.get(uuid,
                                                     ds_hints.NO_HINTS)))
         resources = {'PCPU': 2, 'MEMORY_MB': 512, 'DISK_GB': 1}

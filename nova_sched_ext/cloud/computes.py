@@ -1,0 +1,178 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""The compute nodes and their services, as nova-scheduler reads them.
+
+* the cells from the API database (:func:`~.cells.enabled_cells`: cell0 and
+  disabled cells are never scheduled to), then in every cell at once the
+  ``nova-compute`` services and the compute nodes, as
+  ``HostManager._get_computes_for_cells`` reads them;
+* the host aggregates from the API database, as ``HostManager`` keeps them;
+* a ``HostState`` per compute node, filled by Nova's own
+  ``HostState.update`` from the compute node, its service and aggregates:
+  NUMA topology, PCI stats, allocation ratios and usage are what the
+  scheduler's filters see.
+
+A database that does not answer is one line
+(:mod:`~nova_sched_ext.cloud.errors`); nothing is written anywhere.
+"""
+
+import dataclasses
+import typing
+
+from nova import objects
+from nova.scheduler import host_manager
+from nova import servicegroup
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_sched_ext.cloud import cells as cloud_cells
+
+CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
+
+#: Why a compute node cannot be picked (the capacity report's
+#: ``hosts_skipped``, the defragmentation planner's disabled hosts).
+SKIP_NO_SERVICE = 'no_service'
+SKIP_SERVICE_DISABLED = 'service_disabled'
+SKIP_SERVICE_DOWN = 'service_down'
+SKIP_NOT_REPORTING = 'not_reporting'
+SKIP_NO_PROVIDER = 'no_resource_provider'
+
+AZ_KEY = 'availability_zone'
+
+
+@dataclasses.dataclass
+class Host:
+    """One compute node the scheduler could pick, with what it is in."""
+
+    #: the ``nova.scheduler.host_manager.HostState``
+    state: typing.Any
+    #: the ``objects.CellMapping``
+    cell: typing.Any
+    aggregates: list
+    availability_zone: str
+    #: why the host cannot be picked (a ``SKIP_*`` reason), or None
+    skipped: typing.Optional[str] = None
+
+    @property
+    def name(self):
+        return self.state.host
+
+    @property
+    def nodename(self):
+        return self.state.nodename
+
+    @property
+    def uuid(self):
+        return self.state.uuid
+
+    @property
+    def cell_name(self):
+        return self.cell.name or self.cell.uuid
+
+
+class Cloud(typing.NamedTuple):
+    """What :func:`read_cloud` found."""
+
+    #: every compute node of the enabled cells, as a :class:`Host` (those
+    #: the scheduler cannot pick say why in ``skipped``)
+    hosts: list
+    #: every host aggregate (``objects.Aggregate``)
+    aggregates: list
+    #: the enabled cells (``objects.CellMapping``), cell0 left out
+    cells: list
+
+
+def _computes(cctxt):
+    services = objects.ServiceList.get_by_binary(
+        cctxt, 'nova-compute', include_disabled=True)
+    return services, objects.ComputeNodeList.get_all(cctxt)
+
+
+def host_availability_zone(aggregates):
+    """A host's AZ as Nova's ``get_host_availability_zone`` says it."""
+    zoned = sorted((agg for agg in aggregates if AZ_KEY in agg.metadata),
+                   key=lambda agg: agg.id)
+    if zoned:
+        return zoned[0].metadata[AZ_KEY]
+    return CONF.default_availability_zone
+
+
+def read_aggregates(context):
+    with cloud_cells.database('API database (host aggregates)'):
+        return list(objects.AggregateList.get_all(context))
+
+
+def read_cloud(context):
+    """The schedulable hosts of every enabled cell (see :class:`Cloud`).
+
+    :raises CloudError: a database that cannot be read, in one line
+    """
+    cells = cloud_cells.enabled_cells(context)
+    aggregates = read_aggregates(context)
+    by_host = {}
+    for agg in aggregates:
+        for host in agg.hosts or ():
+            by_host.setdefault(host, []).append(agg)
+    service_group = servicegroup.API()
+    hosts = []
+    for cell, (services, computes) in cloud_cells.in_cells(context, cells,
+                                                           _computes):
+        services = {service.host: service for service in services}
+        for compute in computes:
+            aggs = by_host.get(compute.host, [])
+            state = host_manager.HostState(
+                compute.host, compute.hypervisor_hostname, cell.uuid)
+            service = services.get(compute.host)
+            if service is not None:
+                state.update(compute, dict(service), aggs, {})
+            host = Host(state=state, cell=cell, aggregates=aggs,
+                        availability_zone=host_availability_zone(aggs))
+            host.skipped = _why_not(service, state, service_group)
+            if host.skipped:
+                LOG.debug('Compute node %s (host %s) cannot be picked: %s',
+                          compute.hypervisor_hostname, compute.host,
+                          host.skipped)
+            hosts.append(host)
+    hosts.sort(key=lambda h: (h.name, h.nodename or ''))
+    return Cloud(hosts=hosts, aggregates=aggregates, cells=cells)
+
+
+def _why_not(service, state, service_group):
+    """Why the scheduler cannot pick a node at all, or None."""
+    if service is None:
+        return SKIP_NO_SERVICE
+    # ComputeFilter's checks, in its order.
+    if service.disabled:
+        return SKIP_SERVICE_DISABLED
+    if not service_group.service_is_up(service):
+        return SKIP_SERVICE_DOWN
+    if state.uuid is None:
+        # HostState ignores a node that has not reported its usage.
+        return SKIP_NOT_REPORTING
+    return None
+
+
+def hosts_of_nodes(context, node_uuids):
+    """``{compute node uuid: host}`` of the nodes found, from every cell.
+
+    A UUID that is no compute node (a nested resource provider) is left
+    out.
+
+    :raises CellUnavailable: a cell does not answer
+    """
+    results = cloud_cells.in_every_cell(
+        context, objects.ComputeNodeList.get_all_by_uuids, node_uuids)
+    return {node.uuid: node.host
+            for nodes in results.values() for node in nodes}
