@@ -59,6 +59,7 @@ from oslo_log import log as logging
 
 from nova_sched_ext import cli
 from nova_sched_ext.cli import config_files
+from nova_sched_ext import exception as sched_ext_exception
 from nova_sched_ext import version
 
 # prometheus_client is imported where it is used: its HTTP server must be
@@ -92,8 +93,15 @@ class Snapshot:
 
 
 def _one_line(exc):
+    """The first line of ``exc``'s message, for the log.
+
+    The package's own errors say what failed in their message; another
+    library's error is named by its class (``ConnectFailure: ...``).
+    """
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ''
+    if first and isinstance(exc, sched_ext_exception.NovaSchedExtError):
+        return first
     return '%s: %s' % (type(exc).__name__, first) if first else (
         type(exc).__name__)
 
