@@ -27,13 +27,14 @@ line on stderr and exit status 2; a database or placement it cannot reach
 is one line and exit status 1. Never a traceback, unless ``--debug``.
 """
 # Native threads; a config file that cannot be read is main()'s to report.
-from nova_sched_ext.cli import config_files; config_files.choose_native_threads()  # noqa
+from nova_sched_ext.cli import native_threads  # noqa
 
 import json
 import logging
 import sys
 
 from nova_sched_ext import cli
+from nova_sched_ext.cli import config_files
 from nova_sched_ext.cli import table
 from nova_sched_ext import version
 

@@ -57,6 +57,9 @@ def choose_native_threads():
     not UTF-8) is the command's to report, in one line, once its
     ``main()`` runs: until then the process runs on native threads, with
     eventlet kept out, whatever the file would have said.
+
+    The console scripts call it once, through
+    :mod:`nova_sched_ext.cli.native_threads`.
     """
     from nova import monkey_patch
     try:

@@ -38,7 +38,7 @@ that cannot be loaded, a coordination backend that cannot be used.
 # Native threads, as nova-scheduler's default (one line, as Nova's, so that
 # the imports below still count as the top of the file); a config file that
 # cannot be read is main()'s to report, in one line.
-from nova_sched_ext.cli import config_files; config_files.choose_native_threads()  # noqa
+from nova_sched_ext.cli import native_threads  # noqa
 
 import os
 import sys
@@ -58,6 +58,7 @@ from nova import thread_pool_factory
 from nova import version
 
 from nova_sched_ext import cli
+from nova_sched_ext.cli import config_files
 from nova_sched_ext.conf import checks as conf_checks
 from nova_sched_ext.conf import evictor as evictor_conf
 from nova_sched_ext.conf import scheduler as scheduler_conf

@@ -39,7 +39,7 @@ budget, a scope matching nothing), said in one line, nothing moved.
 """
 
 # Native threads; a config file that cannot be read is main()'s to report.
-from nova_sched_ext.cli import config_files; config_files.choose_native_threads()  # noqa
+from nova_sched_ext.cli import native_threads  # noqa
 
 import argparse
 import importlib.metadata
@@ -49,6 +49,7 @@ import math
 import sys
 
 from nova_sched_ext import cli
+from nova_sched_ext.cli import config_files
 from nova_sched_ext.cli import table
 from nova_sched_ext.conf import defrag as defrag_conf
 from nova_sched_ext import version
