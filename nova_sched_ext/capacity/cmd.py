@@ -91,7 +91,7 @@ def load_config(args, prog=PROG):
 
     Only the files: the options of this command are not oslo.config's.
     """
-    from nova_sched_ext.capacity import backends
+    from nova_sched_ext.cloud import backends
     conf = config_files.load_nova_conf(args, prog,
                                        check=backends.check_options)
     # An interactive command: a database or placement that is down or

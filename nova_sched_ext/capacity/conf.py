@@ -23,7 +23,7 @@ import warnings
 
 from oslo_config import cfg
 
-from nova_sched_ext.capacity import backends
+from nova_sched_ext.cloud import backends
 from nova_sched_ext.conf import capacity
 from nova_sched_ext.conf import opts
 

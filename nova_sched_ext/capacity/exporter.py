@@ -360,8 +360,8 @@ def main(argv=None, stop=None):
     from nova import context
     from nova import objects
 
-    from nova_sched_ext.capacity import backends
     from nova_sched_ext.capacity import errors
+    from nova_sched_ext.cloud import backends
 
     argv = sys.argv[1:] if argv is None else argv
     conf = nova.conf.CONF

@@ -52,7 +52,6 @@ from nova.scheduler.filters import type_filter
 import os_traits
 from oslo_log import log as logging
 
-from nova_sched_ext.capacity import count
 from nova_sched_ext.capacity import errors
 from nova_sched_ext.capacity import flavors as flavor_requests
 from nova_sched_ext.capacity import pools
@@ -62,6 +61,7 @@ from nova_sched_ext.cloud import placement
 from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import count
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)

@@ -158,7 +158,7 @@ def init_application(argv=None, env=None):
     from nova import context
     from nova import objects
 
-    from nova_sched_ext.capacity import backends
+    from nova_sched_ext.cloud import backends
 
     conf = nova.conf.CONF
     files = config_files(env)

@@ -33,10 +33,7 @@ import typing
 from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
 
-# The capacity errors are the reader's until the cloud reader's own error
-# type replaces them (one error for a cell, a database or placement that
-# does not answer).
-from nova_sched_ext.capacity import errors
+from nova_sched_ext.cloud import errors
 from nova_sched_ext.cloud import room
 
 LOG = logging.getLogger(__name__)
@@ -53,7 +50,7 @@ SHARING_MICROVERSION = '1.18'
 #: What the reader raises when placement cannot be read: a
 #: ``BackendUnavailable`` (unreachable, an error answer) or a
 #: ``ConfigError`` (the credentials were refused).
-ReadError = errors.CapacityError
+ReadError = errors.CloudError
 
 
 class Inventory(typing.NamedTuple):

@@ -69,13 +69,12 @@ UsageError = cli.UsageError
 def load_config(args, prog=PROG):
     """Parse ``nova.conf`` as the capacity count does, or UsageError.
 
-    The cloud is read through the capacity count's reader, with its
+    The cloud is read through the cloud reader, with the capacity count's
     options and its bounded database and placement calls.
     """
-    from nova_sched_ext.capacity import backends
-    from nova_sched_ext.capacity import conf as capacity_conf
+    from nova_sched_ext.cloud import backends
     conf = config_files.load_nova_conf(args, prog,
-                                       check=capacity_conf.check_options)
+                                       check=backends.check_options)
     backends.bound(conf)
     backends.configure_databases(conf)
     return conf

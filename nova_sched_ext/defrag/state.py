@@ -23,7 +23,7 @@ Nova will do is what Nova computes; the engine then models the changed
 hosts again (:func:`nova_sched_ext.fit.adapters.host_model`).
 
 Slots are counted exactly as ``nova-sched-ext-capacity`` counts them
-(:func:`nova_sched_ext.capacity.count.count_hosts`: the fit engine, Nova's
+(:func:`nova_sched_ext.fit.count.count_hosts`: the fit engine, Nova's
 fit where the engine cannot tell; placement's limit from the host's
 inventories).  The search asks "what if" many times: for an instance
 without pinned CPUs the host without it is modelled at the engine's level
@@ -43,11 +43,11 @@ from nova import exception as nova_exc
 from nova.virt import hardware
 from oslo_log import log as logging
 
-from nova_sched_ext.capacity import count as capacity_count
 from nova_sched_ext.cloud import claims
 from nova_sched_ext.cloud import placement
 from nova_sched_ext.cloud import room
 from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import count as capacity_count
 from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import model as m
 from nova_sched_ext.fit import nova_fit

@@ -761,25 +761,9 @@ FEATURE_IMPORTS_ALLOWED = {
         "imports no Nova), not the count's insides",
 }
 
-#: ``(importer, imported): what removes it`` of the imports other work of
-#: issue 26 removes; each goes when that work is merged.
-FEATURE_IMPORTS_PENDING = {
-    ('nova_sched_ext.defrag', 'nova_sched_ext.capacity.placement'):
-        'the placement reader moves to cloud/placement.py (cloud-placement)',
-    ('nova_sched_ext.cloud.flavor_requests',
-     'nova_sched_ext.capacity.placement'):
-        'the placement request model moves to cloud/placement.py '
-        '(cloud-placement)',
-    ('nova_sched_ext.defrag.state', 'nova_sched_ext.capacity.count'):
-        "one Nova's-fit-with-the-filter's-limits function in cloud/ "
-        '(cloud-placement)',
-    ('nova_sched_ext.defrag.cmd', 'nova_sched_ext.capacity.cmd'):
-        'one CLI toolkit for every console script (errors-cli)',
-    ('nova_sched_ext.defrag', 'nova_sched_ext.capacity.conf'):
-        'options registered in one place, one module per group (conf)',
-    ('nova_sched_ext.defrag', 'nova_sched_ext.preemption.conf'):
-        'options registered in one place, one module per group (conf)',
-}
+#: ``(importer, imported): what removes it`` of imports that other work
+#: is about to remove (none today); each goes when that work is merged.
+FEATURE_IMPORTS_PENDING = {}
 
 
 def _excused(module, name, table):
