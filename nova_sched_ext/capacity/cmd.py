@@ -34,7 +34,6 @@ import logging
 import sys
 
 from nova_sched_ext import cli
-from nova_sched_ext.cli import config_files
 from nova_sched_ext.cli import table
 from nova_sched_ext import version
 
@@ -92,13 +91,7 @@ def load_config(args, prog=PROG):
     Only the files: the options of this command are not oslo.config's.
     """
     from nova_sched_ext.cloud import backends
-    conf = config_files.load_nova_conf(args, prog,
-                                       check=backends.check_options)
-    # An interactive command: a database or placement that is down or
-    # silent is one line within backend_timeout, not a hang.
-    backends.bound(conf)
-    backends.configure_databases(conf)
-    return conf
+    return backends.load_nova_conf(args, prog)
 
 
 # --- output ------------------------------------------------------------

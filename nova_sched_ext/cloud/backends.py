@@ -126,3 +126,21 @@ def bound(conf):
 def configure_databases(conf):
     """Configure Nova's main and API database access, as parse_args does."""
     nova_compat.configure_databases(conf)
+
+
+def load_nova_conf(args, prog):
+    """``nova.conf`` as a command that reads the cloud loads it.
+
+    The files of ``args`` parsed and checked as the scheduler's
+    (:func:`nova_sched_ext.cli.config_files.load_nova_conf`), the options
+    of this module checked, and every database and placement call bounded:
+    an interactive command says in one line, within ``backend_timeout``,
+    that a database or placement is down or silent, instead of hanging.
+
+    :raises nova_sched_ext.cli.UsageError: the configuration cannot be used
+    """
+    from nova_sched_ext.cli import config_files
+    conf = config_files.load_nova_conf(args, prog, check=check_options)
+    bound(conf)
+    configure_databases(conf)
+    return conf

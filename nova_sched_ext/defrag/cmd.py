@@ -49,7 +49,6 @@ import math
 import sys
 
 from nova_sched_ext import cli
-from nova_sched_ext.cli import config_files
 from nova_sched_ext.cli import table
 from nova_sched_ext.conf import defrag as defrag_conf
 from nova_sched_ext import version
@@ -73,11 +72,7 @@ def load_config(args, prog=PROG):
     options and its bounded database and placement calls.
     """
     from nova_sched_ext.cloud import backends
-    conf = config_files.load_nova_conf(args, prog,
-                                       check=backends.check_options)
-    backends.bound(conf)
-    backends.configure_databases(conf)
-    return conf
+    return backends.load_nova_conf(args, prog)
 
 
 def _config_options(parser):
