@@ -44,7 +44,6 @@ installed: ``pip install 'nova-sched-ext[demo]'``
 ``test-requirements.txt`` too).
 """
 
-import argparse
 import logging
 import os
 import sys
@@ -54,9 +53,12 @@ ALWAYS_SHOWN_FILTERS = ('NUMAFitFilter', 'NUMATopologyFilter')
 
 
 def build_parser():
+    from nova_sched_ext import cli
     from nova_sched_ext import version
-    parser = argparse.ArgumentParser(
-        prog='nova-sched-ext-demo',
+    # One-line errors, as the package's other commands.
+    parser = cli.Parser(
+        prog='nova-sched-ext-demo', help_hint='nova-sched-ext-demo --help',
+        exits=True,
         description='Boot NUMA flavors on a real, in-process Nova with the '
                     'nova-sched-ext filters enabled from nova.conf, and '
                     'show where each server landed.')

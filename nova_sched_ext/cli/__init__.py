@@ -72,11 +72,19 @@ class Parser(argparse.ArgumentParser):
 
     :param help_hint: what the error line points to, ``--help`` unless
         told (``nova-sched-ext-broker --help``, for instance)
+    :param exits: for a command that parses outside :func:`run` (the
+        offline tools): the parser itself writes the one line,
+        ``<prog>: <label><message> (see <help_hint>)``, and exits with
+        status 2, as argparse does, instead of raising :class:`UsageError`
+    :param label: see :func:`report`; with ``exits`` only
     """
 
-    def __init__(self, *args, help_hint='--help', **kwargs):
+    def __init__(self, *args, help_hint='--help', exits=False,
+                 label='error: ', **kwargs):
         super().__init__(*args, **kwargs)
         self.help_hint = help_hint
+        self.exits = exits
+        self.label = label
 
     def add_subparsers(self, **kwargs):
         # The subcommands' errors point to the same help.
@@ -84,11 +92,16 @@ class Parser(argparse.ArgumentParser):
         if isinstance(parser_class, type) and issubclass(parser_class,
                                                          Parser):
             kwargs['parser_class'] = functools.partial(
-                parser_class, help_hint=self.help_hint)
+                parser_class, help_hint=self.help_hint, exits=self.exits,
+                label=self.label)
         return super().add_subparsers(**kwargs)
 
     def error(self, message):
-        raise UsageError('%s (see %s)' % (message, self.help_hint))
+        line = '%s (see %s)' % (message, self.help_hint)
+        if self.exits:
+            self.exit(2, '%s: %s%s\n' % (self.prog, self.label,
+                                         one_line(line)))
+        raise UsageError(line)
 
     def parse_known_args(self, args=None, namespace=None):
         args = sys.argv[1:] if args is None else list(args)

@@ -56,6 +56,7 @@ import statistics
 import sys
 import time
 
+from nova_sched_ext import cli
 from nova_sched_ext import version
 from nova_sched_ext_tools import hosts
 from nova_sched_ext_tools import loader
@@ -532,8 +533,10 @@ def _output_options(parser, default):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog='nova-sched-ext-bench', description=__doc__.split('\n')[0])
+    # One-line errors, as the package's other commands (nova_sched_ext.cli).
+    parser = cli.Parser(
+        prog='nova-sched-ext-bench', description=__doc__.split('\n')[0],
+        help_hint='nova-sched-ext-bench --help', exits=True)
     version.add_version_option(parser)
     _output_options(parser, False)
     common = argparse.ArgumentParser(add_help=False)

@@ -120,19 +120,6 @@ times differ (see doc/source/simulator.rst).
 UsageError = cli.UsageError
 
 
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line, like the others.
-
-    argparse prints the whole usage (a dozen lines here) before its
-    error; the command's other errors are one ``nova-sched-ext-sim: ...``
-    line, and a script reading stderr should not have to tell them apart.
-    """
-
-    def error(self, message):
-        self.exit(2, '%s: %s (see %s --help)\n' % (self.prog, message,
-                                                   self.prog))
-
-
 _INTEGER = re.compile(r'-?[0-9]{1,18}', re.ASCII)
 
 
@@ -185,8 +172,10 @@ def _number(above=None, low=None, high=None):
 
 
 def build_parser():
-    parser = _Parser(
-        prog=PROG,
+    # Errors are one line, like the command's others: argparse would print
+    # the whole usage (a dozen lines here) first.
+    parser = cli.Parser(
+        prog=PROG, help_hint=PROG + ' --help', exits=True, label='',
         description='Replay a VM request trace through Nova\'s own '
                     'scheduler filters and weighers.',
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -81,6 +81,18 @@ class TestParser(base.TestCase):
         exc = self.assertRaises(cli.UsageError, parser().parse_args, [])
         self.assertTrue(str(exc).endswith(' (see --help)'), str(exc))
 
+    def test_a_parser_that_exits_writes_the_line_itself(self):
+        # The offline tools parse outside cli.run: the parser writes the
+        # line and exits 2, in the subcommands too.
+        stderr = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
+        exc = self.assertRaises(
+            SystemExit, parser(help_hint=PROG + ' --help', exits=True,
+                               label='').parse_args, ['show', 'a', 'b'])
+        self.assertEqual(2, exc.code)
+        self.assertEqual('%s: unrecognized arguments: b (see %s --help)\n'
+                         % (PROG, PROG), stderr.getvalue())
+
 
 class TestRun(base.TestCase):
 
