@@ -49,6 +49,23 @@ def _capture(switch):
         '0', 'false', 'no', 'off')
 
 
+#: The property tests' budget: examples a test draws at most.  600 unless
+#: NOVA_SCHED_EXT_HYPOTHESIS_EXAMPLES says (``bash .ci/run`` sets 100,
+#: ``tox -e fuzz`` 10,000).
+HYPOTHESIS_EXAMPLES = int(os.environ.get('NOVA_SCHED_EXT_HYPOTHESIS_EXAMPLES',
+                                         '600'))
+
+
+def hypothesis_examples(share, least):
+    """A test's share of the budget, never below ``least`` examples.
+
+    A test that costs more per example than the others takes a share of
+    the budget instead of a number of its own, so that CI's small budget
+    and the fuzz env's big one reach every property test.
+    """
+    return max(int(HYPOTHESIS_EXAMPLES * share), least)
+
+
 class OutputCapture(fixtures.Fixture):
     """Capture ``sys.stdout`` and ``sys.stderr`` into the test's details."""
 

@@ -79,6 +79,13 @@ class TestBudget(base.TestCase):
                                  name)
 
     def test_a_suite_has_no_more_tests_than_its_budget_was_set_for(self):
+        if os.environ.get('NSE_CI_COUNTS_STAGES') == '1':
+            # .ci/run fails a stage that ran more tests than the budget
+            # records, counted from the run itself; discovering both
+            # suites again here (every module of the functional suite
+            # imported) would only cost the unit stage time.
+            self.skipTest('.ci/run counts the tests each stage ran '
+                          '(NSE_CI_COUNTS_STAGES=1)')
         stages = read_budget()
         suites = ('unit', 'functional')
         out = subprocess.run(

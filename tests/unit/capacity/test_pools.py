@@ -59,7 +59,8 @@ class TestMaxFlow(base.TestCase):
         self.assertEqual(8, pools.max_flow([(4, ['a', 'b']), (4, ['a'])],
                                            {'a': 4, 'b': 4}))
 
-    @settings(max_examples=300, deadline=None, derandomize=True,
+    @settings(max_examples=base.hypothesis_examples(1 / 2, 50),
+              deadline=None, derandomize=True,
               database=None)
     @given(st.lists(st.tuples(st.integers(0, 20),
                               st.sets(st.sampled_from('abcd'))),

@@ -198,7 +198,8 @@ class TestNUMAFitFilter(base.TestCase):
         self.assertEqual([], errors)
         self.assertNotEqual(expected[1], expected[8])
 
-    @settings(max_examples=150, deadline=None, derandomize=True,
+    @settings(max_examples=base.hypothesis_examples(1 / 4, 50),
+              deadline=None, derandomize=True,
               database=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def test_same_hosts_as_numa_topology_filter(self, data):

@@ -147,7 +147,8 @@ class TestDifferential(base.TestCase):
     def test_answers_are_mostly_decided(self):
         # The subset must cover the common requests: a run where the engine
         # mostly answers UNKNOWN would prove nothing.
-        @settings(max_examples=200, deadline=None, derandomize=True,
+        @settings(max_examples=base.hypothesis_examples(1 / 3, 100),
+                  deadline=None, derandomize=True,
                   database=None,
                   suppress_health_check=list(HealthCheck))
         @given(st.data())
