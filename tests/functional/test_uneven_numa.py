@@ -32,8 +32,15 @@ from nova import context as nova_context
 from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.virt.libvirt import host as libvirt_host
+import prometheus_client
+from prometheus_client import parser as prom_parser
+import webob
 
 from nova_sched_ext import capacity
+from nova_sched_ext.capacity import api as capacity_api
+from nova_sched_ext.capacity import exporter
+from nova_sched_ext.capacity import osc
+from nova_sched_ext import conf as ext_conf
 from nova_sched_ext_tools.harness import fake_hosts as fh
 from nova_sched_ext_tools import hosts
 from tests.functional import base
@@ -108,6 +115,7 @@ class UnevenDualNUMATest(base.NUMAFitTestBase):
         self.flags(fit='nova', group='nova_sched_ext_capacity')
         self.assertEqual(expected, self.counts())
         self.flags(fit='engine', group='nova_sched_ext_capacity')
+        self.assertEqual(expected, self.served_counts())
 
         # The even split: 8 pinned CPUs wanted on a cell of 4 free.
         (even,), servers = self.boot('even', EVEN)
@@ -146,6 +154,37 @@ class UnevenDualNUMATest(base.NUMAFitTestBase):
         self.assertEqual((1, 12, 6144), (node1[0], node1[1], node1[3]))
         self.delete_servers(servers)
         self.assert_hosts_idle()
+
+    def served_counts(self):
+        """The count as the API, the OSC plugin and the exporter serve it.
+
+        ``openstack capacity list`` makes its table from the API's JSON;
+        the exporter counts every flavor, and must say the same.
+        """
+        app = capacity_api.CapacityApp(
+            ext_conf.CONF, nova_context.get_admin_context, check_roles=False)
+        query = '&'.join('flavor=%s' % s.name for s in FLAVORS)
+        response = webob.Request.blank(
+            '/v1/capacity?by=cloud&' + query).get_response(app)
+        self.assertEqual(200, response.status_int, response.text)
+        columns, rows = osc.ListCapacity.table(response.json)
+        (row,) = rows
+        self.assertEqual('cloud', row[0])   # (the one host)
+        table = dict(zip(columns[2:], row[2:]))
+
+        registry = prometheus_client.CollectorRegistry()
+        counter = exporter.CapacityExporter(
+            ext_conf.CONF, nova_context.get_admin_context, registry=registry)
+        self.assertTrue(counter.refresh())
+        text = prometheus_client.generate_latest(registry).decode('utf-8')
+        exported = {}
+        for family in prom_parser.text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == exporter.PREFIX + 'instances' and \
+                        sample.labels['scope'] == 'cloud':
+                    exported[sample.labels['flavor']] = int(sample.value)
+        self.assertEqual(table, {name: exported[name] for name in table})
+        return table
 
     def free_pinned(self):
         """Free pinned CPUs of the host, per cell, from its compute node."""
