@@ -203,13 +203,13 @@ class TestDifferential(base.TestCase):
         # numa_get_constraints, as nova-api builds them.
         self._check(data, 4, 4, from_flavor=True)
 
-    @SETTINGS
+    @settings(SETTINGS, max_examples=max(EXAMPLES // 2, 100))
     @given(st.data())
     def test_uneven_dual_numa_variants(self, data):
         # Issue 28: hw:numa_cpus.N / hw:numa_mem.N split 3:1, 1:3, 2:1 ...
         # (pinned, shared, mixed, huge pages) on hosts whose cells are
         # filled to different shares, and the even split of the same
-        # flavor beside it.
+        # flavor beside it (two fits per example: half the examples).
         self._check_uneven(data)
 
     def test_uneven_variants_are_decided_and_take_leftovers(self):
