@@ -136,6 +136,17 @@ class TestUnevenDualNUMACount(base.TestCase):
             8, 4096, ((6, 3072), (2, 1024)))))
         self.assertEqual(1, self.counts(self.host, flavor(8, 4096)))
 
+    def test_mirrors_fit_alike_but_count_apart(self):
+        # One instance of 3:1 or 1:3 fits the same hosts, but copies do
+        # not: Nova keeps the first order that fits, guest node 0 on host
+        # cell 0 while it can, so 1:3 puts its 3-CPU node on the 4 free
+        # CPUs of cell 1 at once and strands the rest of cell 0.
+        self.assertEqual(4, self.counts(self.host, flavor(
+            4, 1024, ((3, 768), (1, 256)))))
+        self.assertEqual(2, self.counts(self.host, flavor(
+            4, 1024, ((1, 256), (3, 768)))))
+        self.assertEqual(2, self.counts(self.host, flavor(4, 1024)))
+
     def test_memory_is_split_on_its_own(self):
         # 2M pages: 4 GiB free on cell 0 (12 free CPUs), 8 GiB on cell 1
         host = objects.NUMATopology(cells=[
