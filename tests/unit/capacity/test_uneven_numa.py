@@ -146,6 +146,12 @@ class TestUnevenDualNUMACount(base.TestCase):
         self.assertEqual(2, self.counts(self.host, flavor(
             4, 1024, ((1, 256), (3, 768)))))
         self.assertEqual(2, self.counts(self.host, flavor(4, 1024)))
+        # the room on cell 1: the other way round
+        mirrored = objects.NUMATopology(cells=[cell(0, 12), cell(1, 4)])
+        self.assertEqual(2, self.counts(mirrored, flavor(
+            4, 1024, ((3, 768), (1, 256)))))
+        self.assertEqual(4, self.counts(mirrored, flavor(
+            4, 1024, ((1, 256), (3, 768)))))
 
     def test_memory_is_split_on_its_own(self):
         # 2M pages: 4 GiB free on cell 0 (12 free CPUs), 8 GiB on cell 1
