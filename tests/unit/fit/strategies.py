@@ -363,3 +363,190 @@ def pci_setups(draw, host_topology):
             fields.PCINUMAAffinityPolicy.REQUIRED,
             fields.PCINUMAAffinityPolicy.PREFERRED])))
     return stats, [request]
+
+
+# --- uneven dual-NUMA variants (issue 28) ----------------------------------
+
+#: the splits an operator declares for a family (3:1, 1:3, 2:1 ...), and
+#: None for any split
+UNEVEN_SHARES = (0.25, 0.75, 1 / 3, 2 / 3, 0.5, None, None)
+#: how full a host cell already is: one node nearly full and the other
+#: nearly free is the host uneven variants are for
+FILL = (0, 0, 0.25, 0.5, 0.75, 0.9, 1)
+
+
+def _split(draw, total, nodes, share):
+    """``nodes`` positive parts adding up to ``total``."""
+    if nodes == 2 and share is not None:
+        first = min(max(int(round(total * share)), 1), total - 1)
+        return [first, total - first]
+    cuts = sorted(draw(st.sets(st.integers(1, total - 1),
+                               min_size=nodes - 1, max_size=nodes - 1)))
+    bounds = [0] + cuts + [total]
+    return [b - a for a, b in zip(bounds, bounds[1:])]
+
+
+@st.composite
+def uneven_host_cells(draw, cell_id, first_cpu):
+    """A host cell of 2-16 CPUs, already filled to a drawn share.
+
+    The pinned CPUs, shared CPU usage, memory and huge pages in use all
+    follow one drawn fill (memory sometimes its own), so that the two
+    cells of a host often differ a lot: 12 pinned CPUs free on one and 4
+    on the other, the leftovers of single-NUMA guests.
+    """
+    threads = draw(st.sampled_from([1, 1, 2]))
+    # (Hypothesis favours the first of a choice: not the smallest cell)
+    cores = draw(st.sampled_from([16, 12, 8, 6, 4, 2])) // threads
+    cpus = list(range(first_cpu, first_cpu + threads * cores))
+    siblings = [set(cpus[i:i + threads])
+                for i in range(0, len(cpus), threads)]
+    # (Hypothesis favours the first of a choice: a cell with both roles)
+    mode = draw(st.sampled_from(('split', 'dedicated', 'split', 'legacy',
+                                 'dedicated', 'split', 'shared')))
+    if mode == 'legacy':
+        cpuset = pcpuset = set(cpus)
+    elif mode == 'dedicated':
+        cpuset, pcpuset = set(), set(cpus)
+    elif mode == 'shared':
+        cpuset, pcpuset = set(cpus), set()
+    elif cores < 2:
+        cpuset, pcpuset = set(), set(cpus)
+    else:
+        shared_cores = draw(st.integers(1, cores - 1))
+        cpuset = set(cpus[:shared_cores * threads])
+        pcpuset = set(cpus) - cpuset
+    fill = draw(st.sampled_from(FILL))
+    mem_fill = min(fill, 0.5) if draw(st.booleans()) else \
+        draw(st.sampled_from(FILL))
+    ordered = sorted(pcpuset)
+    if draw(st.booleans()):
+        # whole cores first (the require / isolate guests), else any CPUs
+        ordered = sorted(ordered, key=lambda c: (c % threads, c))
+    pinned = set(ordered[:int(len(ordered) * fill)])
+    memory = draw(st.sampled_from([4096, 8192, 8192, 16384]))
+    memory_usage = int(memory * mem_fill)
+    small_total = memory * 256
+    mempages = [objects.NUMAPagesTopology(
+        size_kb=PAGE_4K, total=small_total,
+        used=int(small_total * mem_fill), reserved=0)]
+    if draw(st.booleans()):
+        total = draw(st.sampled_from([memory // 8, memory // 4,
+                                      memory // 2]))
+        mempages.append(objects.NUMAPagesTopology(
+            size_kb=PAGE_2M, total=total, used=int(total * mem_fill),
+            reserved=0))
+    if draw(st.integers(0, 3)) == 0:
+        total = draw(st.sampled_from([1, 2, 4]))
+        mempages.append(objects.NUMAPagesTopology(
+            size_kb=PAGE_1G, total=total, used=int(total * mem_fill),
+            reserved=0))
+    return objects.NUMACell(
+        id=cell_id, cpuset=cpuset, pcpuset=pcpuset, memory=memory,
+        cpu_usage=int(2 * len(cpuset) * fill), memory_usage=memory_usage,
+        pinned_cpus=pinned, siblings=siblings, socket=0, mempages=mempages,
+        network_metadata=objects.NetworkMetadata(physnets=set(),
+                                                 tunneled=False))
+
+
+@st.composite
+def uneven_host_topologies(draw, min_cells=2, max_cells=2):
+    """A host whose cells are filled to different shares (mostly 2)."""
+    n = draw(st.integers(min_cells, max_cells))
+    return objects.NUMATopology(cells=[
+        draw(uneven_host_cells(i, 64 * i)) for i in range(n)])
+
+
+def even_twin(specs):
+    """The extra specs of the even split of an uneven variant."""
+    return {k: v for k, v in specs.items()
+            if not k.startswith(('hw:numa_cpus.', 'hw:numa_mem.'))}
+
+
+@st.composite
+def uneven_flavor_topologies(draw, min_nodes=2, max_nodes=2,
+                             policies=None, pagesizes=None):
+    """``(extra_specs, InstanceNUMATopology)`` of an uneven variant.
+
+    ``hw:numa_nodes`` (mostly 2) with ``hw:numa_cpus.N`` and
+    ``hw:numa_mem.N`` split by a family's rule (3:1, 1:3, 2:1, 1:2, even,
+    or any split), the memory in proportion to the CPUs or split on its
+    own, guest CPUs numbered in order or interleaved over the nodes; the
+    pinned (``dedicated``, ``mixed``), shared and huge-page variants, thread
+    and emulator thread policies (``policies`` and ``pagesizes`` narrow
+    the choice).  Up to 16 vCPUs: hosts of
+    :func:`uneven_host_topologies` have up to 16 CPUs per cell.  Flavors
+    Nova refuses (memory not a multiple of the page size is not refused
+    here: Nova's fit decides it) are drawn again.
+    """
+    nodes = draw(st.integers(min_nodes, max_nodes))
+    if draw(st.integers(0, 3)):
+        # mostly sizes Nova can also split evenly: the even twin exists
+        vcpus = nodes * draw(st.sampled_from([1, 2, 2, 3, 4, 4, 6, 8][
+            :16 // nodes]))
+    else:
+        vcpus = draw(st.integers(nodes, 16))
+    memory = nodes * draw(st.sampled_from([256, 512, 1024, 1536, 2048]))
+    share = draw(st.sampled_from(UNEVEN_SHARES))
+    cpu_parts = _split(draw, vcpus, nodes, share)
+    if draw(st.booleans()):
+        mem_parts = [memory * c // vcpus for c in cpu_parts]
+        mem_parts[-1] += memory - sum(mem_parts)
+    else:
+        mem_parts = _split(draw, memory // 128, nodes,
+                           draw(st.sampled_from(UNEVEN_SHARES)))
+        mem_parts = [p * 128 for p in mem_parts]
+        mem_parts[-1] += memory - sum(mem_parts)
+    order = list(range(vcpus))
+    if draw(st.integers(0, 3)) == 0:
+        order = draw(st.permutations(order))
+    specs = {'hw:numa_nodes': str(nodes)}
+    first = 0
+    for node, (cpus, mem) in enumerate(zip(cpu_parts, mem_parts)):
+        specs['hw:numa_cpus.%d' % node] = ','.join(
+            str(c) for c in sorted(order[first:first + cpus]))
+        specs['hw:numa_mem.%d' % node] = str(mem)
+        first += cpus
+    policy = draw(st.sampled_from(policies or [
+        'dedicated', 'dedicated', 'dedicated', None, 'shared', 'mixed']))
+    if policy:
+        specs['hw:cpu_policy'] = policy
+    if policy == 'mixed':
+        mask = draw(st.sets(st.integers(0, vcpus - 1), min_size=1,
+                            max_size=vcpus - 1))
+        specs['hw:cpu_dedicated_mask'] = ','.join(map(str, sorted(mask)))
+    if policy in ('dedicated', 'mixed'):
+        thread = draw(st.sampled_from([None, None, 'prefer', 'require',
+                                       'isolate']))
+        if thread:
+            specs['hw:cpu_thread_policy'] = thread
+        if draw(st.integers(0, 4)) == 0:
+            specs['hw:emulator_threads_policy'] = 'isolate'
+    pagesize = draw(st.sampled_from(pagesizes or [
+        None, None, None, 'small', 'large', 'any', '2MB', '1GB']))
+    if pagesize:
+        specs['hw:mem_page_size'] = pagesize
+    flavor = objects.Flavor(vcpus=vcpus, memory_mb=memory, extra_specs=specs)
+    try:
+        topology = hardware.numa_get_constraints(
+            flavor, objects.ImageMeta.from_dict({'properties': {}}))
+    except exception.Invalid:
+        reject()
+    return specs, topology
+
+
+def even_twin_topology(specs, topology):
+    """The even split of the same flavor, or None where Nova has none.
+
+    Nova splits ``hw:numa_nodes=N`` evenly only when N divides the vCPUs
+    and the memory (else ``numa_get_constraints`` refuses the flavor).
+    """
+    vcpus = sum(len(c.cpuset) + len(c.pcpuset) for c in topology.cells)
+    memory = sum(c.memory for c in topology.cells)
+    twin = even_twin(specs)
+    flavor = objects.Flavor(vcpus=vcpus, memory_mb=memory, extra_specs=twin)
+    try:
+        return twin, hardware.numa_get_constraints(
+            flavor, objects.ImageMeta.from_dict({'properties': {}}))
+    except exception.Invalid:
+        return twin, None

@@ -125,6 +125,11 @@ class TestDifferential(base.TestCase):
         candidates = data.draw(st.sampled_from([1, 1, 1, 2, 0]))
         CONF.set_override('packing_host_numa_cells_allocation_strategy',
                           data.draw(st.booleans()), group='compute')
+        self._compare(host, instance, ratios, stats, requests, candidates)
+
+    def _compare(self, host, instance, ratios, stats=None, requests=None,
+                 candidates=1):
+        """Both engines give one answer: Nova's, or UNKNOWN."""
         python, c = engine_answers(host, instance, ratios, stats, requests,
                                    candidates)
         self.assertEqual(python, c, 'C and Python twins disagree')
@@ -138,6 +143,33 @@ class TestDifferential(base.TestCase):
                 'ratios %s, pci %s %s, candidates %d' % (
                     host, instance, ratios,
                     stats.pools if stats else None, requests, candidates))
+        return python
+
+    def _check_uneven(self, data, **flavor_kwargs):
+        """An uneven dual-NUMA variant and its even twin on an uneven host.
+
+        :returns: ``(answer of the variant, answer of the even twin or
+            None where Nova has no even split of it)``
+        """
+        host = data.draw(strategies.uneven_host_topologies(
+            max_cells=data.draw(st.sampled_from([2, 2, 2, 3, 4]))))
+        specs, instance = data.draw(strategies.uneven_flavor_topologies(
+            max_nodes=min(3, len(host.cells)), **flavor_kwargs))
+        stats, requests = None, None
+        if data.draw(st.integers(0, 3)) == 0:
+            stats, requests = data.draw(strategies.pci_setups(host))
+        ratios = data.draw(RATIOS)
+        candidates = data.draw(st.sampled_from([1, 1, 1, 2]))
+        CONF.set_override('packing_host_numa_cells_allocation_strategy',
+                          data.draw(st.booleans()), group='compute')
+        answer = self._compare(host, instance, ratios, stats, requests,
+                               candidates)
+        _twin_specs, twin = strategies.even_twin_topology(specs, instance)
+        twin_answer = None
+        if twin is not None:
+            twin_answer = self._compare(host, twin, ratios, stats, requests,
+                                        candidates)
+        return answer, twin_answer
 
     @SETTINGS
     @given(st.data())
@@ -171,6 +203,39 @@ class TestDifferential(base.TestCase):
         # Topologies from hw: extra specs through Nova's own
         # numa_get_constraints, as nova-api builds them.
         self._check(data, 4, 4, from_flavor=True)
+
+    @settings(SETTINGS, max_examples=max(EXAMPLES // 2, 100))
+    @given(st.data())
+    def test_uneven_dual_numa_variants(self, data):
+        # Issue 28: hw:numa_cpus.N / hw:numa_mem.N split 3:1, 1:3, 2:1 ...
+        # (pinned, shared, mixed, huge pages) on hosts whose cells are
+        # filled to different shares, and the even split of the same
+        # flavor beside it (two fits per example: half the examples).
+        self._check_uneven(data)
+
+    def test_uneven_variants_are_decided_and_take_leftovers(self):
+        # The subset covers the uneven variants (a run of UNKNOWNs would
+        # prove nothing), and the drawn hosts include the ones the
+        # variants are for: the even split does not fit, the uneven one
+        # does, both answers Nova's.  The families of the seed: pinned or
+        # shared CPUs, small or 2M pages.
+        rescued = collections.Counter()
+
+        @settings(max_examples=200, deadline=None, derandomize=True,
+                  database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(st.data())
+        def run(data):
+            answer, twin = self._check_uneven(
+                data, policies=['dedicated', 'shared', None],
+                pagesizes=[None, '2MB'])
+            rescued[(twin, answer)] += 1
+        run()
+        total = sum(self.answers.values())
+        self.assertGreater(self.answers[m.YES], total // 10)
+        self.assertGreater(self.answers[m.NO], total // 10)
+        self.assertLess(self.answers[m.UNKNOWN], total // 10)
+        self.assertGreaterEqual(rescued[(m.NO, m.YES)], 3, rescued)
 
     @SETTINGS
     @given(st.data())

@@ -138,6 +138,32 @@ class TestPlaceCounts(base.TestCase):
         self._check_booking(host_topology, instance, ratios, host, shape,
                             EXHAUSTION)
 
+    @SETTINGS
+    @given(st.data())
+    def test_uneven_dual_numa_variants(self, data):
+        """Issue 28: uneven splits booked on unevenly filled hosts.
+
+        ``hw:numa_cpus.N`` / ``hw:numa_mem.N`` variants (pinned, shared,
+        huge pages) copied onto hosts whose cells are filled to different
+        shares until one does not fit (or :data:`EXHAUSTION`): the count
+        of both backends is Nova's, and so is the count of the even split
+        beside it.
+        """
+        host_topology = data.draw(strategies.uneven_host_topologies())
+        specs, instance = data.draw(strategies.uneven_flavor_topologies())
+        ratios = data.draw(RATIOS)
+        host = adapters.host_model(host_topology, None, *ratios)
+        twin_specs, twin = strategies.even_twin_topology(specs, instance)
+        for specs, instance in ((specs, instance), (twin_specs, twin)):
+            if instance is None:
+                continue
+            try:
+                shape = engine_shape(specs, instance)
+            except adapters.Unsupported:
+                continue
+            self._check_booking(host_topology, instance, ratios, host,
+                                shape, EXHAUSTION)
+
     def _check_booking(self, host_topology, instance, ratios, host, shape,
                        limit):
         """The engine's count against Nova booking one by one.
