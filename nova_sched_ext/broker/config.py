@@ -914,6 +914,7 @@ def _check_pages(check, cells, page_kb, key):
         if mem * 1024 < page_kb:
             check.fail(key, 'node %d gets %d MiB of RAM, less than one %d '
                        'KiB page (hw:mem_page_size)' % (node, mem, page_kb))
+    for node, (_cpus, mem) in enumerate(cells):
         if (mem * 1024) % page_kb:
             check.fail(key, 'node %d gets %d MiB of RAM, not a whole number '
                        'of %d KiB pages (hw:mem_page_size)'
