@@ -127,12 +127,15 @@ def uneven_flavors(conf, family=None):
 def render_flavors(flavors):
     if not flavors:
         return 'No flavor family declares uneven splits.'
+    rows = []
+    for f in flavors:
+        specs = sorted(f['extra_specs'].items())
+        rows.append((f['family'], f['flavor'], f['base'], f['vcpus'],
+                     f['ram'], '%s=%s' % specs[0]))
+        rows += [('', '', '', '', '', '%s=%s' % item) for item in specs[1:]]
     return _table(
         ['Family', 'Flavor', 'Like', 'vCPUs', 'RAM MiB', 'Extra specs'],
-        [(f['family'], f['flavor'], f['base'], f['vcpus'], f['ram'],
-          ' '.join('%s=%s' % item
-                   for item in sorted(f['extra_specs'].items())))
-         for f in flavors])
+        rows)
 
 
 def _table(headers, rows):

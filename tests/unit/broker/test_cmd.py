@@ -120,7 +120,10 @@ class TestCommand(base.TestCase):
                 'hw:numa_mem.0': '24576', 'hw:numa_mem.1': '8192'}}],
             json.loads(out))
         rc, out = self.run_cmd('flavors', '--family', 'v.c3.large')
-        self.assertIn('hw:numa_cpus.0=0-11 hw:numa_cpus.1=12-15', out)
+        self.assertIn('| v.c3.large | v.c3.large.u12-4 | v.c3.large | 16    '
+                      '| 32768   | hw:cpu_policy=dedicated |', out)
+        self.assertIn('|            |                  |            |       '
+                      '|         | hw:numa_cpus.1=12-15    |', out)
         rc, _out = self.run_cmd('flavors', '--family', 'v.c9')
         self.assertEqual(2, rc)
         self.assertIn("unknown flavor family 'v.c9'", self.stderr.getvalue())
