@@ -20,6 +20,12 @@
         --family v.c3.large --image centos-9 --network private --count 3 \\
         --role auto-scaling --name web --json
 
+``flavors`` prints, from the configuration alone, the uneven dual-NUMA
+flavors its families derive and the extra specs the clusters must give
+them::
+
+    nova-sched-ext-broker --config broker.yaml flavors --family v.c3.large
+
 ``plan`` is a dry run: it reads every cluster and prints the candidates
 in boot order, with each cluster's capacity, and for every cluster and
 variant why it was kept or dropped.  ``boot`` boots the first candidate
