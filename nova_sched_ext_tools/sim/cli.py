@@ -27,6 +27,7 @@ Examples::
         --set filter_scheduler.host_subset_size=3
     nova-sched-ext-sim --capacity --fast --booking --json
     nova-sched-ext-sim --broker --broker-clusters 3 --broker-passes 2
+    nova-sched-ext-sim --broker --broker-passes 2 --broker-uneven 25
 
 ``--plot`` draws with matplotlib, which the package does not require:
 ``pip install 'nova-sched-ext[plot]'``.  The command checks for it before
