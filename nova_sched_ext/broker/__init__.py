@@ -18,7 +18,8 @@ package's capacity API) with openstacksdk: it never imports Nova.  For a
 request (a flavor family, image, network, count and the user's role) it
 keeps the clusters that have the image and enough free addresses, turns
 the family into the role's variants in priority order (dpdk / normal
-pool, single / dual NUMA), keeps for each the clusters whose capacity
+pool, single / dual NUMA, and the uneven dual-NUMA splits a family
+declares, after the even one), keeps for each the clusters whose capacity
 covers the whole count, orders them with a pluggable chooser, and boots
 the first; when a boot fails because the capacity read was stale it
 cleans up and boots the next.  See ``doc/source/broker.rst``.

@@ -20,6 +20,12 @@
         --family v.c3.large --image centos-9 --network private --count 3 \\
         --role auto-scaling --name web --json
 
+``flavors`` prints, from the configuration alone, the uneven dual-NUMA
+flavors its families derive and the extra specs the clusters must give
+them::
+
+    nova-sched-ext-broker --config broker.yaml flavors --family v.c3.large
+
 ``plan`` is a dry run: it reads every cluster and prints the candidates
 in boot order, with each cluster's capacity, and for every cluster and
 variant why it was kept or dropped.  ``boot`` boots the first candidate
@@ -95,7 +101,47 @@ def build_parser():
                          help='the servers\' name (default broker)')
         sub.add_argument('--json', action='store_true',
                          help='print JSON instead of tables')
+    help_text = ('the uneven dual-NUMA flavors the configuration derives, '
+                 'with the extra specs each cluster must give them (read '
+                 'from the file alone)')
+    sub = commands.add_parser('flavors', help=help_text,
+                              description=help_text)
+    sub.add_argument('--family', help='only this flavor family')
+    sub.add_argument('--json', action='store_true',
+                     help='print JSON instead of a table')
     return parser
+
+
+def uneven_flavors(conf, family=None):
+    """``[{family, flavor, base, pool, vcpus, ram, extra_specs}]``.
+
+    :raises planning.RequestError: an unknown family
+    """
+    from nova_sched_ext.broker import planning
+    if family is not None and family not in conf.families:
+        raise planning.RequestError('unknown flavor family %r; known: %s'
+                                    % (family, ', '.join(sorted(
+                                        conf.families))))
+    return [{'family': f.name, 'flavor': v.flavor, 'base': v.base,
+             'pool': v.pool, 'vcpus': v.vcpus, 'ram': v.memory_mb,
+             'extra_specs': v.flavor_specs()}
+            for f in conf.families.values()
+            if family is None or f.name == family
+            for v in f.variants if v.numa == 'uneven']
+
+
+def render_flavors(flavors):
+    if not flavors:
+        return 'No flavor family declares uneven splits.'
+    rows = []
+    for f in flavors:
+        specs = sorted(f['extra_specs'].items())
+        rows.append((f['family'], f['flavor'], f['base'], f['vcpus'],
+                     f['ram'], '%s=%s' % specs[0]))
+        rows += [('', '', '', '', '', '%s=%s' % item) for item in specs[1:]]
+    return _table(
+        ['Family', 'Flavor', 'Like', 'vCPUs', 'RAM MiB', 'Extra specs'],
+        rows)
 
 
 def _table(headers, rows):
@@ -159,6 +205,11 @@ def run(args, broker_factory=None, stdout=None):
     stdout = stdout or sys.stdout
     path = args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG
     conf = broker_config.load(path)
+    if args.command == 'flavors':
+        flavors = uneven_flavors(conf, args.family)
+        stdout.write((json.dumps(flavors, indent=2) if args.json
+                      else render_flavors(flavors)) + '\n')
+        return 0
     broker = (broker_factory or service.Broker)(conf)
     request = _request(args)
     if args.command == 'plan':

@@ -38,9 +38,14 @@ it.  The sections (see
 ``flavor_families``
     by base flavor: ``variants``, in priority order, each a ``flavor``
     (its name in every cluster), a ``pool`` and a ``numa`` kind
-    (``single`` or ``dual``).
+    (``single`` or ``dual``).  A ``dual`` variant may declare ``uneven``
+    splits (see :func:`uneven_variants`): each becomes a variant of kind
+    ``uneven`` right after it, a flavor of the same size whose vCPUs and
+    RAM ``hw:numa_cpus.N`` / ``hw:numa_mem.N`` spread unevenly over the
+    two nodes.
 ``roles``
-    by role name: ``numa`` (the NUMA kinds the role may get),
+    by role name: ``numa`` (the NUMA kinds the role may get, ``uneven``
+    included only for a role that may get an uneven split),
     optional ``pools`` (the pools it may get; default all) and
     ``preemptible`` (its instances count against the data center's cap).
     :data:`DEFAULT_ROLES` (the seed's three) apply unless overridden by
@@ -77,7 +82,28 @@ DEFAULT_CONVERSION = PRIORITY
 
 SINGLE = 'single'
 DUAL = 'dual'
-NUMA_KINDS = (SINGLE, DUAL)
+#: a dual-NUMA flavor whose two nodes get different shares of its vCPUs
+#: and RAM (``hw:numa_cpus.N``, ``hw:numa_mem.N``); never declared as a
+#: variant, always derived from a ``dual`` variant's ``uneven`` section
+UNEVEN = 'uneven'
+NUMA_KINDS = (SINGLE, DUAL, UNEVEN)
+#: the kinds a variant may be declared with
+DECLARED_KINDS = (SINGLE, DUAL)
+
+#: the default name of an uneven variant's flavor
+DEFAULT_UNEVEN_NAME = '{flavor}.u{cpus0}-{cpus1}'
+#: the fields an uneven variant's name may use
+UNEVEN_NAME_FIELDS = ('flavor', 'cpus0', 'cpus1', 'mem0', 'mem1')
+#: the extra specs an uneven variant sets itself
+UNEVEN_OWN_SPECS = re.compile(r'hw:numa_(nodes|cpus\.\d+|mem\.\d+)$')
+#: extra specs that name CPUs of the guest: their numbers would not
+#: follow the split
+UNEVEN_REFUSED_SPECS = ('hw:cpu_dedicated_mask', 'hw:cpu_realtime_mask')
+#: the most uneven variants one dual variant may have
+MAX_UNEVEN_VARIANTS = 64
+#: the smallest large page (KiB) an x86 or arm64 host offers:
+#: ``hw:mem_page_size: large`` needs each node's RAM a multiple of it
+SMALLEST_LARGE_PAGE_KB = 2048
 
 DEFAULT_BOOT_TIMEOUT = 600
 DEFAULT_POLL_INTERVAL = 5
@@ -101,10 +127,13 @@ MAX_SURVEY_WORKERS = 64
 #: single-NUMA, normal dual-NUMA); auto-scaling single-NUMA variants only;
 #: preemptible dual-NUMA variants only, counted against the data
 #: center's cap.
+#: pay-as-you-go and preemptible also take the uneven variants a family
+#: declares (after the even split); a role given in the file that lists
+#: only ``single`` and ``dual`` never gets them.
 DEFAULT_ROLES = {
-    'pay-as-you-go': {'numa': [SINGLE, DUAL]},
+    'pay-as-you-go': {'numa': [SINGLE, DUAL, UNEVEN]},
     'auto-scaling': {'numa': [SINGLE]},
-    'preemptible': {'numa': [DUAL], 'preemptible': True},
+    'preemptible': {'numa': [DUAL, UNEVEN], 'preemptible': True},
 }
 
 #: A broker configuration is a few kilobytes (the sample: 3 KiB; 29
@@ -150,6 +179,21 @@ class Variant:
     flavor: str
     pool: str
     numa: str
+    #: an uneven variant's even (``dual``) variant, by flavor name
+    base: typing.Optional[str] = None
+    #: an uneven variant's ``((cpus, memory MiB), (cpus, memory MiB))``
+    #: of NUMA nodes 0 and 1
+    cells: tuple = ()
+    #: an uneven variant's flavor: vCPUs, RAM (MiB) and extra specs (the
+    #: base's, given in the configuration, and the split's), sorted
+    #: ``(key, value)`` pairs
+    vcpus: int = 0
+    memory_mb: int = 0
+    extra_specs: tuple = ()
+
+    def flavor_specs(self):
+        """An uneven variant's extra specs, as a dict."""
+        return dict(self.extra_specs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -558,7 +602,8 @@ def _families(check, raw, clusters):
         result = []
         for i, item in enumerate(variants):
             item_key = '%s.variants[%d]' % (key, i)
-            check.mapping(item, item_key, known=('flavor', 'pool', 'numa'),
+            check.mapping(item, item_key,
+                          known=('flavor', 'pool', 'numa', 'uneven'),
                           required=('flavor', 'pool', 'numa'))
             flavor = check.name(item['flavor'], item_key + '.flavor')
             if flavor in seen:
@@ -571,10 +616,26 @@ def _families(check, raw, clusters):
                            'no cluster has pool %r (pools: %s)'
                            % (pool, ', '.join(sorted(pools))))
             numa = item['numa']
-            if numa not in NUMA_KINDS:
+            if numa not in DECLARED_KINDS:
                 check.fail(item_key + '.numa', 'expected one of %s, got %s'
-                           % (', '.join(NUMA_KINDS), _shown(numa)))
-            result.append(Variant(flavor=flavor, pool=pool, numa=numa))
+                           % (', '.join(DECLARED_KINDS), _shown(numa)))
+            variant = Variant(flavor=flavor, pool=pool, numa=numa)
+            result.append(variant)
+            if item.get('uneven') is not None:
+                if numa != DUAL:
+                    check.fail(item_key + '.uneven', 'only a dual variant '
+                               'has uneven splits, this one is %s' % numa)
+                for uneven in uneven_variants(
+                        check, variant, item['uneven'],
+                        item_key + '.uneven'):
+                    if uneven.flavor in seen:
+                        check.fail(item_key + '.uneven', 'flavor %r is '
+                                   'listed twice (split %s; set uneven.name '
+                                   'to tell the splits apart)'
+                                   % (uneven.flavor, _split_text(
+                                       uneven.cells)))
+                    seen.add(uneven.flavor)
+                    result.append(uneven)
         families[name] = Family(name=name, variants=tuple(result))
     return families
 
@@ -601,3 +662,260 @@ def _roles(check, data):
                                                          key + '.pools'),
             preemptible=preemptible)
     return roles
+
+
+_RATIO = re.compile(r'(\d{1,6}):(\d{1,6})$', re.ASCII)
+_PAGE_SIZE = re.compile(r'(\d{1,12})\s*([KMGT])?(i?B)?$', re.ASCII | re.I)
+_PAGE_UNITS_KB = {None: 1, 'K': 1, 'M': 1024, 'G': 1024 ** 2,
+                  'T': 1024 ** 3}
+
+
+def _split_text(cells):
+    return '%d+%d vCPUs, %d+%d MiB' % (cells[0][0], cells[1][0],
+                                       cells[0][1], cells[1][1])
+
+
+def _cpu_range(first, count):
+    last = first + count - 1
+    return str(first) if count == 1 else '%d-%d' % (first, last)
+
+
+def page_size_kb(value):
+    """The page size (KiB) ``hw:mem_page_size`` asks for, as Nova reads it.
+
+    ``small`` is 4 KiB; ``large`` the smallest large page
+    (:data:`SMALLEST_LARGE_PAGE_KB`, the least each node's RAM must be a
+    multiple of); ``any`` None (Nova may take small pages); a number is
+    KiB, or a size with a unit (``2MB``, ``1GiB``).
+
+    :raises ValueError: none of these
+    """
+    text = str(value).strip()
+    lowered = text.lower()
+    if lowered == 'any':
+        return None
+    if lowered == 'small':
+        return 4
+    if lowered == 'large':
+        return SMALLEST_LARGE_PAGE_KB
+    match = _PAGE_SIZE.match(text)
+    if not match or (match.group(2) is None and match.group(3)):
+        raise ValueError(text)
+    number = int(match.group(1))
+    if match.group(2) is None:
+        return number      # Nova: digits alone are KiB
+    return number * _PAGE_UNITS_KB[match.group(2).upper()]
+
+
+def uneven_variants(check, base, raw, key):
+    """The uneven variants of the dual variant ``base``, in order.
+
+    ``raw`` (the variant's ``uneven`` mapping):
+
+    ``vcpus``, ``ram``
+        the flavor's vCPUs and RAM (MiB), which the splits divide;
+    ``extra_specs``
+        the flavor's other extra specs (``hw:cpu_policy``,
+        ``hw:mem_page_size``, the pool's traits ...), kept on every
+        uneven flavor;
+    ``splits``
+        explicit splits: ``'3:1'`` (the same share of the vCPUs and of
+        the RAM on node 0 and node 1) or ``{cpus: [12, 4], ram: [24576,
+        8192]}``;
+    ``min_share``
+        a rule: every split that gives each node at least this percent
+        of the vCPUs (above 0, below 50), the RAM in the same proportion;
+        since Nova tries the guest's nodes on the host's in every order,
+        a split and its mirror (12+4, 4+12) fit the same hosts, and the
+        rule makes only the one with more on node 0; a split whose RAM
+        share is not whole MiB, or not whole pages, is skipped;
+    ``name``
+        the flavors' names (default :data:`DEFAULT_UNEVEN_NAME`, fields
+        :data:`UNEVEN_NAME_FIELDS`).
+
+    Each fault is one line through ``check``: a node with 0 CPUs or RAM,
+    a split that does not add up to the flavor's vCPUs or RAM, RAM per
+    node below the page size or not a multiple of it, a rule's percent
+    out of range.
+    """
+    check.mapping(raw, key, known=('vcpus', 'ram', 'extra_specs', 'splits',
+                                   'min_share', 'name'),
+                  required=('vcpus', 'ram'))
+    if raw.get('splits') is None and raw.get('min_share') is None:
+        check.fail(key, 'give splits, min_share or both')
+    vcpus = check.integer(raw['vcpus'], key + '.vcpus', 2, MAX_CPUS_FLAVOR)
+    ram = check.integer(raw['ram'], key + '.ram', 2, MAX_RAM_MB)
+    specs = _uneven_specs(check, raw.get('extra_specs'),
+                          key + '.extra_specs')
+    page_kb = None
+    if 'hw:mem_page_size' in specs:
+        try:
+            page_kb = page_size_kb(specs['hw:mem_page_size'])
+        except ValueError:
+            check.fail(key + '.extra_specs.hw:mem_page_size',
+                       'expected small, large, any or a size (2048, 2MB, '
+                       '1GB), got %s' % _shown(specs['hw:mem_page_size']))
+    template = raw.get('name', DEFAULT_UNEVEN_NAME)
+    if not isinstance(template, str):
+        check.fail(key + '.name', 'expected a string, got %s'
+                   % _shown(template))
+
+    cells_list = []
+    splits = raw.get('splits')
+    if splits is not None:
+        if not isinstance(splits, list) or not splits:
+            check.fail(key + '.splits', 'expected a non-empty list, got %s'
+                       % _shown(splits))
+        for i, split in enumerate(splits):
+            split_key = '%s.splits[%d]' % (key, i)
+            cells = _explicit_split(check, split, split_key, vcpus, ram)
+            _check_pages(check, cells, page_kb, split_key)
+            if cells in cells_list:
+                check.fail(split_key, 'split %s is listed twice'
+                           % _split_text(cells))
+            cells_list.append(cells)
+    if raw.get('min_share') is not None:
+        share = raw['min_share']
+        share_key = key + '.min_share'
+        if isinstance(share, bool) or not isinstance(share, (int, float)):
+            check.fail(share_key, 'expected a percent, got %s'
+                       % _shown(share))
+        if not 0 < share < 50:
+            check.fail(share_key, 'must be above 0 and below 50 (percent '
+                       'of the vCPUs on each node), got %s' % share)
+        found = False
+        # node 1 from the most even split down to the least
+        for cpus1 in range((vcpus - 1) // 2, 0, -1):
+            if cpus1 * 100 < share * vcpus:
+                break
+            if (ram * cpus1) % vcpus:
+                continue
+            mem1 = ram * cpus1 // vcpus
+            cells = ((vcpus - cpus1, ram - mem1), (cpus1, mem1))
+            if page_kb is not None and (
+                    mem1 * 1024 < page_kb or (mem1 * 1024) % page_kb or
+                    (cells[0][1] * 1024) % page_kb):
+                continue
+            found = True
+            if cells not in cells_list:
+                cells_list.append(cells)
+        if not found:
+            check.fail(share_key, '%s %% of %d vCPUs and %d MiB leaves no '
+                       'uneven split (whole CPUs, MiB and pages on each '
+                       'node)' % (share, vcpus, ram))
+    if len(cells_list) > MAX_UNEVEN_VARIANTS:
+        check.fail(key, '%d uneven splits, at most %d: raise min_share'
+                   % (len(cells_list), MAX_UNEVEN_VARIANTS))
+
+    result = []
+    for cells in cells_list:
+        (cpus0, mem0), (cpus1, mem1) = cells
+        try:
+            name = template.format(flavor=base.flavor, cpus0=cpus0,
+                                   cpus1=cpus1, mem0=mem0, mem1=mem1)
+        except (KeyError, IndexError, ValueError, AttributeError) as exc:
+            check.fail(key + '.name', 'cannot be formatted (%s; fields: %s)'
+                       % (_clipped(str(exc)), ', '.join(UNEVEN_NAME_FIELDS)))
+        check.name(name, key + '.name')
+        flavor_specs = dict(specs)
+        flavor_specs.update({
+            'hw:numa_nodes': '2',
+            'hw:numa_cpus.0': _cpu_range(0, cpus0),
+            'hw:numa_cpus.1': _cpu_range(cpus0, cpus1),
+            'hw:numa_mem.0': str(mem0),
+            'hw:numa_mem.1': str(mem1)})
+        result.append(Variant(
+            flavor=name, pool=base.pool, numa=UNEVEN, base=base.flavor,
+            cells=cells, vcpus=vcpus, memory_mb=ram,
+            extra_specs=tuple(sorted(flavor_specs.items()))))
+    return result
+
+
+#: bounds of an uneven family's size (Nova's own flavor limits are wider;
+#: these keep a typo from building a million-CPU split)
+MAX_CPUS_FLAVOR = 4096
+MAX_RAM_MB = 1 << 30
+
+
+def _uneven_specs(check, raw, key):
+    if raw is None:
+        return {}
+    check.mapping(raw, key)
+    specs = {}
+    for name, value in raw.items():
+        spec_key = _join(key, name)
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            check.fail(spec_key, 'expected a string, got %s'
+                       % _shown(value))
+        value = str(value)
+        if UNEVEN_OWN_SPECS.match(name):
+            if name == 'hw:numa_nodes' and value == '2':
+                continue
+            check.fail(spec_key, 'is set by each uneven split, not by the '
+                       'family')
+        if name in UNEVEN_REFUSED_SPECS:
+            check.fail(spec_key, 'names guest CPUs, which the split moves '
+                       'between nodes: it cannot be kept on uneven variants')
+        specs[name] = value
+    return specs
+
+
+def _explicit_split(check, split, key, vcpus, ram):
+    """``((cpus0, mem0), (cpus1, mem1))`` of one ``splits`` item."""
+    if isinstance(split, str):
+        match = _RATIO.match(split.strip())
+        if not match:
+            check.fail(key, "expected a ratio ('3:1') or {cpus: [a, b], "
+                       "ram: [x, y]}, got %s" % _shown(split))
+        parts = int(match.group(1)), int(match.group(2))
+        for node, part in enumerate(parts):
+            if part == 0:
+                check.fail(key, 'node %d gets 0 CPUs' % node)
+        whole = sum(parts)
+        if (vcpus * parts[0]) % whole:
+            check.fail(key, '%s of %d vCPUs is not a whole number of CPUs '
+                       'per node' % (split, vcpus))
+        if (ram * parts[0]) % whole:
+            check.fail(key, '%s of %d MiB is not a whole number of MiB per '
+                       'node' % (split, ram))
+        cpus = (vcpus * parts[0] // whole, vcpus * parts[1] // whole)
+        mems = (ram * parts[0] // whole, ram * parts[1] // whole)
+    else:
+        check.mapping(split, key, known=('cpus', 'ram'),
+                      required=('cpus', 'ram'))
+        cpus = _pair(check, split['cpus'], key + '.cpus', 'CPUs')
+        mems = _pair(check, split['ram'], key + '.ram', 'MiB of RAM')
+        if sum(cpus) != vcpus:
+            check.fail(key + '.cpus', 'adds up to %d vCPUs, the flavor has '
+                       '%d' % (sum(cpus), vcpus))
+        if sum(mems) != ram:
+            check.fail(key + '.ram', 'adds up to %d MiB, the flavor has %d'
+                       % (sum(mems), ram))
+    if cpus[0] == cpus[1] and mems[0] == mems[1]:
+        check.fail(key, 'is the even split, which the dual variant is')
+    return (cpus[0], mems[0]), (cpus[1], mems[1])
+
+
+def _pair(check, value, key, unit):
+    if not isinstance(value, list) or len(value) != 2:
+        check.fail(key, 'expected two numbers (node 0, node 1), got %s'
+                   % _shown(value))
+    for node, item in enumerate(value):
+        check.integer(item, '%s[%d]' % (key, node), 0)
+        if item == 0:
+            check.fail(key, 'node %d has 0 %s' % (node, unit))
+    return tuple(value)
+
+
+def _check_pages(check, cells, page_kb, key):
+    if page_kb is None:
+        return
+    for node, (_cpus, mem) in enumerate(cells):
+        if mem * 1024 < page_kb:
+            check.fail(key, 'node %d gets %d MiB of RAM, less than one %d '
+                       'KiB page (hw:mem_page_size)' % (node, mem, page_kb))
+    for node, (_cpus, mem) in enumerate(cells):
+        if (mem * 1024) % page_kb:
+            check.fail(key, 'node %d gets %d MiB of RAM, not a whole number '
+                       'of %d KiB pages (hw:mem_page_size)'
+                       % (node, mem, page_kb))

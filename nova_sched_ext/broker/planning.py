@@ -267,19 +267,44 @@ def variant_order(conf, variants, eligible_by_variant):
     the scarce kind to the requests that cannot convert (a role allowed
     one NUMA kind only, or a family of a single variant).  Equal room,
     and the variants no cluster has room for, keep the family's order.
+
+    In both, the uneven variants of a dual variant come right after it
+    (the even split first: it is what Nova would build of the flavor),
+    the one with the most room over the eligible clusters first, equal
+    room keeping the family's order; when the role may not get the even
+    split, they take its place.
     """
-    if conf.conversion == broker_config.PRIORITY:
-        return list(variants)
-    pools = []
-    for variant in variants:
-        if variant.pool not in pools:
-            pools.append(variant.pool)
     priority = {variant: i for i, variant in enumerate(variants)}
 
     def room(variant):
         return sum(c.capacity for c in eligible_by_variant[variant])
-    return sorted(variants, key=lambda v: (pools.index(v.pool), -room(v),
-                                           priority[v]))
+
+    groups = {}
+    for variant in variants:
+        if variant.numa == broker_config.UNEVEN:
+            groups.setdefault(variant.base, []).append(variant)
+    for members in groups.values():
+        members.sort(key=lambda v: (-room(v), priority[v]))
+    heads = {v.flavor for v in variants if v.numa != broker_config.UNEVEN}
+    # one unit per even variant (followed by its uneven ones), and one
+    # per uneven group whose even variant the role may not get
+    units = []
+    for variant in variants:
+        if variant.numa != broker_config.UNEVEN:
+            units.append((variant, [variant] + groups.get(variant.flavor,
+                                                          [])))
+        elif variant.base not in heads and \
+                groups[variant.base][0] is variant:
+            units.append((variant, groups[variant.base]))
+    if conf.conversion != broker_config.PRIORITY:
+        pools = []
+        for variant in variants:
+            if variant.pool not in pools:
+                pools.append(variant.pool)
+        units.sort(key=lambda unit: (pools.index(unit[0].pool),
+                                     -room(unit[0]),
+                                     min(priority[v] for v in unit[1])))
+    return [v for _head, members in units for v in members]
 
 
 def _cluster_problem(conf, request, role, view, preemptible_by_dc):

@@ -38,6 +38,16 @@ each with cluster choice by ``most-capacity``, ``round-robin`` and
 ``best-fit`` (the chooser plugins of
 :mod:`nova_sched_ext.broker.choosers`).
 
+With ``uneven`` (a percent, ``--broker-uneven``), each mode runs once
+more as ``<mode>+uneven``: every dual-NUMA variant of a family also
+gets the uneven splits the broker's ``min_share`` rule makes of it
+(each node at least that percent of the vCPUs, the RAM in the same
+proportion: :func:`nova_sched_ext.broker.config.uneven_variants`),
+tried after the even split, the one the clusters have most room for
+first.  After every run, :func:`leftover` counts what the cloud still
+takes of the trace's dual-NUMA sizes, even and uneven, with the same
+count as the clusters' capacity.
+
 What is left out, and why: the trace's server groups (affinity,
 anti-affinity, fault domains) are each cluster's scheduler's business,
 not the broker's, so every request is placed on its own; one request is
@@ -70,13 +80,18 @@ from nova_sched_ext.fit import pyfit
 MODES = {'fixed': broker_config.PRIORITY,
          'conversion': broker_config.PRIORITY,
          'conversion-most-room': broker_config.MOST_ROOM}
+#: the suffix of a mode run with uneven variants
+UNEVEN_SUFFIX = '+uneven'
+#: the default ``min_share`` of the uneven runs (percent)
+DEFAULT_UNEVEN_SHARE = 25
 CHOOSERS = {'most-capacity': choosers.MostCapacity,
             'round-robin': choosers.RoundRobin,
             'best-fit': choosers.BestFit}
 POOL = 'normal'
 DATACENTER = 'dc'
 KIND = {1: broker_config.SINGLE, 2: broker_config.DUAL}
-NODES = {broker_config.SINGLE: 1, broker_config.DUAL: 2}
+NODES = {broker_config.SINGLE: 1, broker_config.DUAL: 2,
+         broker_config.UNEVEN: 2}
 
 
 @dataclasses.dataclass
@@ -89,6 +104,12 @@ class RunResult:
     placed_vcpus: int = 0
     #: placed with the other NUMA kind than the trace asked for
     converted: int = 0
+    #: placed with an uneven variant (a dual-NUMA request's, or a
+    #: converted single-NUMA one's)
+    uneven: int = 0
+    #: what the cloud takes after the run: ``[(size, even, uneven)]``,
+    #: see :func:`leftover`
+    leftover: list = dataclasses.field(default_factory=list)
     #: boots that found no room (stale capacity), each followed by the
     #: next candidate
     failed_boots: int = 0
@@ -104,6 +125,10 @@ class RunResult:
                 'chooser': self.chooser, 'requests': self.requests,
                 'placed': self.placed, 'placed_vcpus': self.placed_vcpus,
                 'rejected': self.rejected, 'converted': self.converted,
+                'uneven': self.uneven,
+                'leftover': [{'size': size, 'even': even,
+                              'best_uneven': uneven}
+                             for size, even, uneven in self.leftover],
                 'failed_boots': self.failed_boots,
                 'by_cluster': dict(self.by_cluster)}
 
@@ -157,16 +182,55 @@ def variant_shape(vcpus, memory_mb, kind):
                    numa=m.Request(cells=cells))
 
 
+def uneven_shape(cells):
+    """The fit engine's shape of an uneven variant's two cells."""
+    return m.Shape(
+        vcpus=sum(c[0] for c in cells), memory_mb=sum(c[1] for c in cells),
+        numa=m.Request(cells=tuple(m.RequestCell(
+            id=i, cpus=cpus, pcpus=0, memory=memory,
+            pagesize=m.PAGESIZE_NONE, cpu_policy=m.CPU_SHARED,
+            thread_policy=m.THREAD_PREFER)
+            for i, (cpus, memory) in enumerate(cells))))
+
+
+def shape_of(variant):
+    """The fit engine's shape of a replay's variant."""
+    if variant.numa == broker_config.UNEVEN:
+        return uneven_shape(variant.cells)
+    flavor_vcpus, memory_gb = variant.flavor.split('-')[0][
+        :-1].split('c')
+    return variant_shape(int(flavor_vcpus), int(memory_gb) * 1024,
+                         variant.numa)
+
+
 def variant_name(vcpus, memory_mb, kind):
     return '%dc%dg-%dn' % (vcpus, memory_mb // 1024, NODES[kind])
 
 
-def broker_config_for(cluster_names, requests, mode):
+def uneven_section(vcpus, memory_mb, share):
+    """The ``uneven`` rule of a dual variant of this size, or None.
+
+    None when the rule makes no split of it (too few vCPUs).
+    """
+    section = {'vcpus': vcpus, 'ram': memory_mb, 'min_share': share}
+    check = broker_config._Checker('<nova-sched-ext-sim --broker>')
+    base = broker_config.Variant(
+        flavor=variant_name(vcpus, memory_mb, broker_config.DUAL),
+        pool=POOL, numa=broker_config.DUAL)
+    try:
+        broker_config.uneven_variants(check, base, section, 'uneven')
+    except broker_config.BrokerConfigError:
+        return None
+    return section
+
+
+def broker_config_for(cluster_names, requests, mode, uneven=None):
     """The broker configuration of a replay: one family per trace flavor.
 
     A family is named after the flavor the trace asks for; its variants
     are that flavor and, in the conversion modes, the same size in the
-    other NUMA kind after it.
+    other NUMA kind after it.  With ``uneven`` (a percent), the dual
+    variant gets the uneven splits of that ``min_share`` rule.
     """
     families = {}
     for request in requests:
@@ -177,11 +241,20 @@ def broker_config_for(cluster_names, requests, mode):
         own = KIND[flavor.numa_nodes]
         kinds = [own]
         if mode != 'fixed':
-            kinds += [k for k in NODES if k != own]
+            kinds += [k for k in broker_config.DECLARED_KINDS
+                      if k != own]
         variants = [{'flavor': variant_name(flavor.vcpus, flavor.memory_mb,
                                             k), 'pool': POOL, 'numa': k}
                     for k in kinds if variant_shape(
                         flavor.vcpus, flavor.memory_mb, k) is not None]
+        if uneven is not None:
+            for variant in variants:
+                if variant['numa'] != broker_config.DUAL:
+                    continue
+                section = uneven_section(flavor.vcpus, flavor.memory_mb,
+                                         uneven)
+                if section is not None:
+                    variant['uneven'] = section
         families[family] = {'variants': variants}
     return broker_config.parse({
         'broker': {'conversion': MODES[mode]},
@@ -264,19 +337,71 @@ class SimulatedClusters:
         return True
 
 
+def dual_sizes(requests, largest=None):
+    """The trace's dual-NUMA sizes ``(vcpus, memory_mb)``, largest first."""
+    sizes = sorted({(r.flavor.vcpus, r.flavor.memory_mb) for r in requests
+                    if r.flavor.numa_nodes == 2}, reverse=True)
+    return sizes[:largest] if largest else sizes
+
+
+def leftover(world, sizes, share=DEFAULT_UNEVEN_SHARE):
+    """What the cloud still takes of each size: ``[(name, even, uneven)]``.
+
+    ``even``: instances of the evenly split flavor, ``uneven``: of the
+    uneven variant (``share`` rule) the cloud takes most of, each counted
+    alone on every host as the capacity API counts them
+    (:func:`~nova_sched_ext.fit.engine.place_counts`).
+    """
+    shapes = []
+    for vcpus, memory_mb in sizes:
+        shapes.append(variant_shape(vcpus, memory_mb, broker_config.DUAL))
+        section = uneven_section(vcpus, memory_mb, share)
+        variants = [] if section is None else broker_config.uneven_variants(
+            broker_config._Checker('leftover'), broker_config.Variant(
+                flavor='x', pool=POOL, numa=broker_config.DUAL),
+            section, 'uneven')
+        shapes.extend(uneven_shape(v.cells) for v in variants)
+    counter = SimulatedClusters({}, {})
+    counter.shapes = shapes
+    totals = [0] * len(shapes)
+    for models in world.hosts.values():
+        for row in counter._count(models):
+            totals = [t + c for t, c in zip(totals, row)]
+    result = []
+    k = 0
+    for vcpus, memory_mb in sizes:
+        section = uneven_section(vcpus, memory_mb, share)
+        n = 0 if section is None else len(broker_config.uneven_variants(
+            broker_config._Checker('leftover'), broker_config.Variant(
+                flavor='x', pool=POOL, numa=broker_config.DUAL),
+            section, 'uneven'))
+        result.append(('%dc%dg' % (vcpus, memory_mb // 1024), totals[k],
+                       max(totals[k + 1:k + 1 + n], default=0)))
+        k += 1 + n
+    return result
+
+
 def replay(label, hosts, requests, mode, chooser_name, clusters=3,
-           refresh=1):
-    """One run: a :class:`RunResult`."""
+           refresh=1, uneven=None, leftover_sizes=()):
+    """One run: a :class:`RunResult`.
+
+    ``mode``: one of :data:`MODES`, with :data:`UNEVEN_SUFFIX` for the
+    uneven variants of ``uneven`` percent (default
+    :data:`DEFAULT_UNEVEN_SHARE`); ``leftover_sizes``: the ``(vcpus,
+    memory_mb)`` whose :func:`leftover` is counted after the run.
+    """
     by_cluster = split_by_racks(hosts, clusters)
-    conf = broker_config_for(list(by_cluster), requests, mode)
+    base_mode = mode
+    share = None
+    if mode.endswith(UNEVEN_SUFFIX):
+        base_mode = mode[:-len(UNEVEN_SUFFIX)]
+        share = uneven if uneven is not None else DEFAULT_UNEVEN_SHARE
+    conf = broker_config_for(list(by_cluster), requests, base_mode, share)
     shapes = {}
     for family in conf.families.values():
         for variant in family.variants:
             if variant.flavor not in shapes:
-                flavor_vcpus, memory_gb = variant.flavor.split('-')[0][
-                    :-1].split('c')
-                shapes[variant.flavor] = variant_shape(
-                    int(flavor_vcpus), int(memory_gb) * 1024, variant.numa)
+                shapes[variant.flavor] = shape_of(variant)
     world = SimulatedClusters(by_cluster, shapes)
     chooser = CHOOSERS[chooser_name](conf)
     result = RunResult(trace=label, mode=mode, chooser=chooser_name,
@@ -304,18 +429,32 @@ def replay(label, hosts, requests, mode, chooser_name, clusters=3,
                 if NODES[candidate.variant.numa] != \
                         trace_request.flavor.numa_nodes:
                     result.converted += 1
+                if candidate.variant.numa == broker_config.UNEVEN:
+                    result.uneven += 1
                 break
+    if leftover_sizes:
+        result.leftover = leftover(
+            world, leftover_sizes,
+            uneven if uneven is not None else DEFAULT_UNEVEN_SHARE)
     return result
 
 
 def table(results):
     """The runs side by side, one row per trace, mode and chooser."""
     headers = ('trace', 'mode', 'chooser', 'requests', 'placed',
-               'placed vCPUs', 'rejected', 'converted', 'failed boots')
+               'placed vCPUs', 'rejected', 'converted', 'uneven',
+               'failed boots')
     rows = [(r.trace, r.mode, r.chooser, str(r.requests), str(r.placed),
              str(r.placed_vcpus), str(r.rejected), str(r.converted),
-             str(r.failed_boots))
+             str(r.uneven), str(r.failed_boots))
             for r in results]
+    if any(r.leftover for r in results):
+        sizes = [size for size, _e, _u in next(
+            r.leftover for r in results if r.leftover)]
+        headers += tuple('left %s even/uneven' % size for size in sizes)
+        rows = [row + tuple('%d/%d' % (even, uneven)
+                            for _s, even, uneven in r.leftover)
+                for row, r in zip(rows, results)]
     widths = [max(len(h), *(len(row[i]) for row in rows))
               for i, h in enumerate(headers)]
     line = '  '.join('-' * w for w in widths)

@@ -27,6 +27,7 @@ Examples::
         --set filter_scheduler.host_subset_size=3
     nova-sched-ext-sim --capacity --fast --booking --json
     nova-sched-ext-sim --broker --broker-clusters 3 --broker-passes 2
+    nova-sched-ext-sim --broker --broker-passes 2 --broker-uneven 25
 
 ``--plot`` draws with matplotlib, which the package does not require:
 ``pip install 'nova-sched-ext[plot]'``.  The command checks for it before
@@ -79,6 +80,11 @@ MAX_SYNTHETIC_REQUESTS = 10000000
 #: --capacity: the requests files replayed by default, and how many flavors
 CAPACITY_REQUESTS = ('requests_C1.csv', 'requests_C2.csv', 'requests_C3.csv')
 CAPACITY_FLAVORS = 5
+#: --broker-uneven: the default min_share of the uneven splits (percent)
+BROKER_UNEVEN_SHARE = 25
+#: --broker-uneven: the largest dual-NUMA sizes counted after each run
+#: (the trace has four)
+BROKER_LEFTOVER_SIZES = 4
 #: --broker: clusters the hosts are split into
 BROKER_CLUSTERS = 3
 PLOT_NEEDS_MATPLOTLIB = ("--plot needs matplotlib: pip install "
@@ -334,6 +340,14 @@ def build_parser():
                      metavar='N', help='with --broker: read the clusters\' '
                      'capacity every N requests only, and decide on that '
                      'stale picture in between (default 1: fresh)')
+    brk.add_argument('--broker-uneven', type=_integer(low=1, high=49),
+                     nargs='?', const=BROKER_UNEVEN_SHARE, metavar='PCT',
+                     help='with --broker: run each mode once more with '
+                     'uneven dual-NUMA variants (every split giving each '
+                     'node at least PCT %%%% of the vCPUs, default %d), and '
+                     'count what the cloud still takes of the %d largest '
+                     'dual-NUMA sizes after each run'
+                     % (BROKER_UNEVEN_SHARE, BROKER_LEFTOVER_SIZES))
     dfg = parser.add_argument_group(
         'defragmentation (see doc/source/defrag.rst)')
     dfg.add_argument(
@@ -373,7 +387,8 @@ def parse_args(argv):
     else:
         for option, value in (('--broker-clusters', args.broker_clusters),
                               ('--broker-passes', args.broker_passes),
-                              ('--broker-refresh', args.broker_refresh)):
+                              ('--broker-refresh', args.broker_refresh),
+                              ('--broker-uneven', args.broker_uneven)):
             if value:
                 parser.error('%s needs --broker' % option)
     if args.policy and args.compare:
@@ -824,8 +839,14 @@ def run_broker(args, stdout, stderr):
         raise UsageError('--broker needs requests files and there is none '
                          'beside %s; pass --requests' % hosts_path)
     results = []
+    share = args.broker_uneven
+    modes = list(broker.MODES)
+    if share is not None:
+        modes += [mode + broker.UNEVEN_SUFFIX for mode in broker.MODES]
     for label, _hosts_again, requests, _slot, _all in traces:
-        for mode in broker.MODES:
+        sizes = () if share is None else broker.dual_sizes(
+            requests, BROKER_LEFTOVER_SIZES)
+        for mode in modes:
             for chooser in broker.CHOOSERS:
                 if args.progress:
                     stderr.write('%s: %s, %s: %d requests x %d on %d hosts '
@@ -835,11 +856,12 @@ def run_broker(args, stdout, stderr):
                     stderr.flush()
                 results.append(broker.replay(
                     label, hosts, list(requests) * passes, mode, chooser,
-                    clusters=clusters, refresh=refresh))
+                    clusters=clusters, refresh=refresh, uneven=share,
+                    leftover_sizes=sizes))
     if args.json:
         stdout.write(json.dumps({
             'hosts': hosts_path, 'clusters': clusters, 'passes': passes,
-            'refresh': refresh,
+            'refresh': refresh, 'uneven_min_share': share,
             'runs': [r.to_dict() for r in results]},
             indent=2, sort_keys=True) + '\n')
     else:

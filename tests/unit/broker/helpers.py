@@ -82,6 +82,11 @@ def make_clouds(conf, room=None):
     for name, cluster in conf.clusters.items():
         flavors = [f for f in VARIANTS
                    if 'dpdk' not in f or 'dpdk' in cluster.pools]
+        # the uneven variants the configuration derives, where its pool is
+        flavors += [v.flavor for family in conf.families.values()
+                    for v in family.variants
+                    if v.numa == broker_config.UNEVEN and
+                    v.pool in cluster.pools]
         clouds[name] = fake_cloud.FakeCloud(
             name, flavors=flavors, room=room.get(name, {}),
             preemptible_flavors=(SPOT_DPDK, SPOT_NORMAL))

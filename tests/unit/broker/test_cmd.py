@@ -95,6 +95,49 @@ class TestCommand(base.TestCase):
         self.assertEqual(0, rc)
         self.assertIn('Placed 3 x v.c3.large.numa in cluster east-1', out)
 
+    def write_uneven(self):
+        data = h.config_dict()
+        family = data['flavor_families']['v.c3.large']['variants']
+        family[3]['uneven'] = {'vcpus': 16, 'ram': 32768,
+                               'splits': ['3:1'], 'extra_specs': {
+                                   'hw:cpu_policy': 'dedicated'}}
+        with open(self.path, 'w', encoding='utf-8') as f:
+            yaml.safe_dump(data, f)
+
+    def test_flavors_lists_the_uneven_flavors_to_create(self):
+        rc, out = self.run_cmd('flavors')
+        self.assertEqual(0, rc, self.stderr.getvalue())
+        self.assertEqual('No flavor family declares uneven splits.\n', out)
+        self.write_uneven()
+        rc, out = self.run_cmd('flavors', '--json')
+        self.assertEqual(0, rc, self.stderr.getvalue())
+        self.assertEqual([{
+            'family': 'v.c3.large', 'flavor': 'v.c3.large.u12-4',
+            'base': h.NORMAL_DUAL, 'pool': 'normal', 'vcpus': 16,
+            'ram': 32768, 'extra_specs': {
+                'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '2',
+                'hw:numa_cpus.0': '0-11', 'hw:numa_cpus.1': '12-15',
+                'hw:numa_mem.0': '24576', 'hw:numa_mem.1': '8192'}}],
+            json.loads(out))
+        rc, out = self.run_cmd('flavors', '--family', 'v.c3.large')
+        self.assertIn('| v.c3.large | v.c3.large.u12-4 | v.c3.large | 16    '
+                      '| 32768   | hw:cpu_policy=dedicated |', out)
+        self.assertIn('|            |                  |            |       '
+                      '|         | hw:numa_cpus.1=12-15    |', out)
+        rc, _out = self.run_cmd('flavors', '--family', 'v.c9')
+        self.assertEqual(2, rc)
+        self.assertIn("unknown flavor family 'v.c9'", self.stderr.getvalue())
+
+    def test_boot_takes_the_uneven_variant_where_no_even_split_fits(self):
+        self.write_uneven()
+        self.clouds = h.make_clouds(
+            broker_config.load(self.path),
+            {'east-1': {'v.c3.large.u12-4': 3}, 'east-2': {}, 'west-1': {}})
+        rc, out = self.run_cmd('boot', '--role', 'preemptible',
+                               *self.ARGS)
+        self.assertEqual(0, rc, out + self.stderr.getvalue())
+        self.assertIn('Placed 3 x v.c3.large.u12-4 in cluster east-1', out)
+
     def test_nothing_fits(self):
         self.capacity_down = False
         rc, out = self.run_cmd('boot', *self.ARGS[:-1], '50')

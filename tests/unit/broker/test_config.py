@@ -58,7 +58,15 @@ class TestLoad(base.TestCase):
              ('v.c3.large.dpdk', 'dpdk', 'dual'),
              ('v.c3.large.numa', 'normal', 'single'),
              ('v.c3.large', 'normal', 'dual')],
-            [(v.flavor, v.pool, v.numa) for v in family.variants])
+            [(v.flavor, v.pool, v.numa) for v in family.variants
+             if v.numa != 'uneven'])
+        # 3:1, then the 25 % rule from the most even split down
+        self.assertEqual(
+            ['v.c3.large.u12-4', 'v.c3.large.u9-7', 'v.c3.large.u10-6',
+             'v.c3.large.u11-5'],
+            [v.flavor for v in family.variants if v.numa == 'uneven'])
+        self.assertEqual(('single', 'dual', 'uneven'),
+                         conf.roles['pay-as-you-go'].numa)
         self.assertEqual({'dc-east': 200, 'dc-west': 100},
                          conf.preemptible_caps)
         self.assertEqual(10, conf.set_cap('web'))

@@ -121,6 +121,45 @@ class TestReplay(base.TestCase):
         self.assertEqual((5, 1), (stale.placed, stale.failed_boots))
         self.assertEqual({'cluster-1': 4, 'cluster-2': 1}, stale.by_cluster)
 
+    def test_an_uneven_variant_takes_what_the_even_split_cannot(self):
+        # 12 free CPUs on one node, 4 on the other: an evenly split
+        # 16c32g needs 8 + 8; the rule's 12 + 4 fits.  Then the host is
+        # full: the leftover count says so for both splits.
+        hosts = [host('a', '1', (12, 24), (4, 8))]
+        requests = [request(0, 16, 32, numa=2)]
+        sizes = broker.dual_sizes(requests)
+        self.assertEqual([(16, 32768)], sizes)
+        fixed = broker.replay('t', hosts, requests, 'fixed',
+                              'most-capacity', clusters=1,
+                              leftover_sizes=sizes)
+        self.assertEqual((0, 0), (fixed.placed, fixed.uneven))
+        self.assertEqual([('16c32g', 0, 1)], fixed.leftover)
+        uneven = broker.replay('t', hosts, requests, 'fixed+uneven',
+                               'most-capacity', clusters=1,
+                               leftover_sizes=sizes)
+        self.assertEqual((1, 16, 1, 0), (uneven.placed, uneven.placed_vcpus,
+                                         uneven.uneven, uneven.converted))
+        self.assertEqual([('16c32g', 0, 0)], uneven.leftover)
+        # a share of 40 % leaves 16 vCPUs only 9 + 7: no room for it
+        strict = broker.replay('t', hosts, requests, 'fixed+uneven',
+                               'most-capacity', clusters=1, uneven=40)
+        self.assertEqual((0, 0), (strict.placed, strict.uneven))
+
+    def test_uneven_variants_only_on_dual_variants_that_split(self):
+        conf = broker.broker_config_for(
+            ['cluster-1'], [request(0, 2, 4), request(1, 8, 16),
+                            request(2, 16, 32, numa=2)], 'conversion', 25)
+        flavors = {name: [v.flavor for v in family.variants]
+                   for name, family in conf.families.items()}
+        # 2 vCPUs make no uneven split; 8: 5 + 3 and 6 + 2
+        self.assertEqual({
+            '2c4g-1n': ['2c4g-1n', '2c4g-2n'],
+            '8c16g-1n': ['8c16g-1n', '8c16g-2n', '8c16g-2n.u5-3',
+                         '8c16g-2n.u6-2'],
+            '16c32g-2n': ['16c32g-2n', '16c32g-2n.u9-7', '16c32g-2n.u10-6',
+                          '16c32g-2n.u11-5', '16c32g-2n.u12-4',
+                          '16c32g-1n']}, flavors)
+
 
 class TestCommand(base.TestCase):
 
@@ -150,12 +189,29 @@ class TestCommand(base.TestCase):
                              for c in broker.CHOOSERS), set(runs))
         self.assertEqual(4, runs['fixed', 'most-capacity']['requests'])
 
+    def test_uneven_runs_and_leftovers_in_json(self):
+        rc, out = self.run_main(
+            cli.main, '--broker', '--hosts',
+            os.path.join(self.tmp, 'hosts.csv'), '--broker-clusters', '2',
+            '--broker-uneven', '--json')
+        self.assertEqual(0, rc, self.stderr.getvalue())
+        report = json.loads(out)
+        self.assertEqual(25, report['uneven_min_share'])
+        runs = {(r['mode'], r['chooser']): r for r in report['runs']}
+        self.assertEqual(set((m + s, c) for m in broker.MODES
+                             for s in ('', broker.UNEVEN_SUFFIX)
+                             for c in broker.CHOOSERS), set(runs))
+        self.assertEqual(['8c16g'], [left['size'] for left in runs[
+            'fixed+uneven', 'best-fit']['leftover']])
+
     def test_options(self):
         hosts = os.path.join(self.tmp, 'hosts.csv')
         for argv, words in (
                 (['--broker', '--capacity'], '--broker and --capacity'),
                 (['--broker-clusters', '2'], '--broker-clusters needs '
                  '--broker'),
+                (['--broker-uneven'], '--broker-uneven needs --broker'),
+                (['--broker', '--broker-uneven', '50'], 'must be at most 49'),
                 (['--broker', '--broker-clusters', '3', '--hosts', hosts],
                  '--broker-clusters 3: the hosts have 2 racks')):
             self.stderr.truncate(0)
