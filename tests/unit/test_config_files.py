@@ -99,16 +99,13 @@ class TestCheckReadable(ConfigFilesTestCase):
         find.assert_called_once_with(project='nova', prog='nova-x')
 
 
-#: Nova's patch of the installed release, through the compat seam.
-PATCH = 'nova_sched_ext.compat.release.monkey_patch'
-
-
 class TestChooseNativeThreads(base.TestCase):
 
     def test_an_unreadable_file_still_gives_native_threads(self):
         self.useFixture(fixtures.EnvironmentVariable(
             'OS_NOVA_DISABLE_EVENTLET_PATCHING'))
-        with mock.patch(PATCH, side_effect=[
+        with mock.patch('nova_sched_ext.compat.release.monkey_patch',
+                        side_effect=[
                 UnicodeDecodeError('utf-8', b'\xe9', 0, 1, 'invalid'),
                 None]) as patch:
             config_files.choose_native_threads()
