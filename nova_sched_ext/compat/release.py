@@ -28,12 +28,16 @@ import functools
 from importlib import metadata
 import os
 import sys
+import warnings
 
 #: The supported Nova releases: major version -> OpenStack release.
 SUPPORTED = {31: '2025.1', 32: '2025.2', 33: '2026.1', 34: '2026.2'}
 
 #: The environment switch of Nova 31 to 34: ``true`` keeps eventlet out.
 DISABLE_EVENTLET = 'OS_NOVA_DISABLE_EVENTLET_PATCHING'
+
+#: What eventlet 0.40 and later warn when imported.
+EVENTLET_DEPRECATED = r'\s*Eventlet is deprecated'
 
 
 @functools.lru_cache(maxsize=None)
@@ -88,12 +92,19 @@ def monkey_patch(backend):
     if backend not in ('threading', 'eventlet'):
         raise ValueError("the backend can only be 'eventlet' or "
                          "'threading'")
-    from nova import monkey_patch as nova_monkey_patch  # 31: patches
     major = release()
     if major >= 33:
+        from nova import monkey_patch as nova_monkey_patch
         nova_monkey_patch.patch(backend=backend)
-    elif major == 32:
-        nova_monkey_patch.patch()
+        return
+    # 31 and 32 choose eventlet, as their services do, and say nothing
+    # of it: a recent eventlet warns that it is deprecated when it is
+    # imported, which would be a second line on a command's stderr.
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message=EVENTLET_DEPRECATED)
+        from nova import monkey_patch as nova_monkey_patch  # 31: patches
+        if major == 32:
+            nova_monkey_patch.patch()
 
 
 def eventlet_disabled():
