@@ -191,8 +191,9 @@ class SchedulerManager(nova_manager.SchedulerManager):
         super().init_host(service_ref)
         self._call_wrappers('start')
 
-    def graceful_shutdown(self, timeout):
-        super().graceful_shutdown(timeout)
+    def graceful_shutdown(self, timeout=None):
+        # Nova 34 passes a timeout, 33 none; 31 and 32 never call it.
+        nova_compat.manager_graceful_shutdown(super(), timeout)
         self._stop_wrappers()
 
     def cleanup_host(self):

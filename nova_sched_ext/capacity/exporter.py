@@ -356,12 +356,12 @@ def main(argv=None, stop=None):
     wsgi.use_native_threads()
 
     import nova.conf
-    from nova import config
     from nova import context
     from nova import objects
 
     from nova_sched_ext.capacity import errors
     from nova_sched_ext.cloud import backends
+    from nova_sched_ext.compat import nova as nova_compat
 
     argv = sys.argv[1:] if argv is None else argv
     conf = nova.conf.CONF
@@ -377,8 +377,8 @@ def main(argv=None, stop=None):
         finally:
             conf.clear()
         # A count reads the databases and placement; it sends no RPC.
-        config.parse_args([PROG] + list(argv), init_rpc=False, prog=PROG,
-                          configure_db=False)
+        nova_compat.parse_args([PROG] + list(argv), init_rpc=False,
+                               prog=PROG, configure_db=False)
     except cfg.Error as exc:
         return cli.report(PROG, exc, 2)
     logging.setup(conf, 'nova-sched-ext')

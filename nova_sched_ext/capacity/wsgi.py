@@ -75,16 +75,19 @@ def use_native_threads():
     in the HTTP servers, and eventlet gives a read-only service nothing.
     Nova counts a process as threaded when it is not monkey-patched.
     """
-    from nova import monkey_patch
+    from nova_sched_ext.compat import release
     setting = os.environ.get('OS_NOVA_DISABLE_EVENTLET_PATCHING', '')
     if setting.strip().lower() not in ('', '1', 'true', 'yes'):
         LOG.warning('OS_NOVA_DISABLE_EVENTLET_PATCHING=%s is ignored: the '
                     'capacity services always run on native threads',
                     setting)
-    if monkey_patch.is_patched():
+    if release.monkey_patched():
         LOG.warning('The process is monkey-patched by eventlet already; '
                     'the capacity service runs on it as it is')
         return
+    # Nova 31 patches when nova.monkey_patch is first imported.
+    release.keep_eventlet_out()
+    from nova import monkey_patch
     # As Nova does in its native threading mode: eventlet cannot be
     # imported from here on. Without this, futurist's optional import of
     # eventlet (oslo.service's threading backend imports futurist) prints
@@ -93,7 +96,10 @@ def use_native_threads():
     poison = getattr(monkey_patch, 'poison_eventlet', None)
     if poison is not None and 'eventlet' not in sys.modules:
         poison()
-    import oslo_service.backend as service_backend
+    try:
+        import oslo_service.backend as service_backend
+    except ImportError:  # an oslo.service older than 4.2 (2025.1's)
+        return
     try:
         service_backend.init_backend(service_backend.BackendType.THREADING)
     except Exception as exc:  # already chosen by an import: keep it
@@ -154,18 +160,18 @@ def init_application(argv=None, env=None):
     use_native_threads()
 
     import nova.conf
-    from nova import config
     from nova import context
     from nova import objects
 
     from nova_sched_ext.cloud import backends
+    from nova_sched_ext.compat import nova as nova_compat
 
     conf = nova.conf.CONF
     files = config_files(env)
     # The API reads the databases and placement; it sends no RPC.
-    config.parse_args(sys.argv if argv is None else argv,
-                      default_config_files=files, init_rpc=False, prog=PROG,
-                      configure_db=False)
+    nova_compat.parse_args(sys.argv if argv is None else argv,
+                           default_config_files=files, init_rpc=False,
+                           prog=PROG, configure_db=False)
     logging.setup(conf, 'nova-sched-ext')
     # A bad value is refused here, in one line, not at the first request.
     backends.check_options(conf)

@@ -61,12 +61,14 @@ def choose_native_threads():
     The console scripts call it once, through
     :mod:`nova_sched_ext.cli.native_threads`.
     """
-    from nova import monkey_patch
+    # Nova 31 and 32 have no backend argument: their services default
+    # to eventlet, as the scheduler then does (see compat.release).
+    from nova_sched_ext.compat import release
     try:
-        monkey_patch.patch(backend='threading')
+        release.monkey_patch('threading')
     except (cfg.Error, OSError, ValueError):
         os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = 'true'
-        monkey_patch.patch(backend='threading')
+        release.monkey_patch('threading')
 
 
 def _command_line_files(args):
@@ -179,7 +181,8 @@ def load_nova_conf(args, prog, check=None):
         raise cli.UsageError(str(exc)) from None
     _check_files(args)
     import nova.conf
-    from nova import config
+
+    from nova_sched_ext.compat import nova as nova_compat
     conf = nova.conf.CONF
     if not args.config_file and not args.config_dir and not (
             cfg.find_config_files(project='nova') or
@@ -189,8 +192,8 @@ def load_nova_conf(args, prog, check=None):
             "scheduler's nova.conf (for example --config-file "
             '/etc/nova/nova.conf)')
     try:
-        config.parse_args(argv, prog=prog, init_rpc=False,
-                          configure_db=False)
+        nova_compat.parse_args(argv, prog=prog, init_rpc=False,
+                               configure_db=False)
         if check is not None:
             check(conf)
     except cfg.Error as exc:

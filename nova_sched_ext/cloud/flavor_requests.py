@@ -36,7 +36,6 @@ The capacity count and the defragmentation planner count with these
 import dataclasses
 import typing
 
-from nova import exception as nova_exc
 from nova import objects
 from nova.pci import request as pci_request
 from nova.scheduler import utils as scheduler_utils
@@ -133,7 +132,7 @@ def flavor_request(flavor):
         pci_requests = pci_request.get_pci_requests_from_flavor(
             flavor, affinity_policy=hardware.get_pci_numa_policy_constraint(
                 flavor, image)).requests or None
-    except nova_exc.Invalid as exc:
+    except nova_compat.CONSTRAINT_REFUSALS as exc:
         invalid = ' '.join(str(exc).split())
     spec = objects.RequestSpec(
         flavor=flavor, is_bfv=False, image=image, numa_topology=topology,
@@ -153,7 +152,7 @@ def flavor_request(flavor):
             if (resource_request.cpu_pinning_requested and
                     not CONF.workarounds.disable_fallback_pcpu_query):
                 queries += (_query(spec, pinning=False)[1],)
-        except nova_exc.Invalid as exc:
+        except nova_compat.CONSTRAINT_REFUSALS as exc:
             invalid = ' '.join(str(exc).split())
             queries = ()
     if invalid is not None:
@@ -165,7 +164,7 @@ def flavor_request(flavor):
             shape = adapters.shape_from_flavor(flavor, image)
         except adapters.Unsupported as exc:
             unsupported = str(exc) or type(exc).__name__
-        except nova_exc.Invalid as exc:  # pragma: no cover - checked above
+        except nova_compat.CONSTRAINT_REFUSALS as exc:  # pragma: no cover
             invalid = str(exc)
     return FlavorRequest(
         flavor=flavor, spec=spec, queries=queries,

@@ -12,7 +12,8 @@
 
 """nova-sched-ext-scheduler: nova-scheduler with the package's manager.
 
-It is ``nova-scheduler`` (``nova/cmd/scheduler.py`` of Nova 34) in every
+It is ``nova-scheduler`` (``nova/cmd/scheduler.py`` of the installed
+Nova, 31 to 34; where they differ, :mod:`nova_sched_ext.compat`) in every
 respect but one: the service runs the package's manager, the *driver* that
 ``[nova_sched_ext] scheduler_driver`` names in the entry-point namespace
 ``nova_sched_ext.scheduler_drivers`` (``default``:
@@ -50,15 +51,14 @@ from oslo_reports import guru_meditation_report as gmr
 from oslo_reports import opts as gmr_opts
 
 import nova.conf
-from nova import config
 from nova import objects
 from nova.scheduler import rpcapi
 from nova import service
-from nova import thread_pool_factory
 from nova import version
 
 from nova_sched_ext import cli
 from nova_sched_ext.cli import config_files
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext.conf import checks as conf_checks
 from nova_sched_ext.conf import evictor as evictor_conf
 from nova_sched_ext.conf import scheduler as scheduler_conf
@@ -131,7 +131,7 @@ def parse_args(argv, prog):
             'no configuration file: pass --config-file (for example '
             '--config-file /etc/nova/nova.conf); there is no nova.conf or '
             '%s.conf in ~/.nova, ~, /etc/nova or /etc' % prog)
-    config.parse_args(argv, prog=prog)
+    nova_compat.parse_args(argv, prog=prog)
 
 
 def main(argv=None):
@@ -170,7 +170,7 @@ def main(argv=None):
 
     # As nova-scheduler does: the executors must not cross the fork of
     # the workers.
-    thread_pool_factory.reset_all_executors()
+    nova_compat.reset_executors()
 
     service.serve(server, workers=workers)
     service.wait()

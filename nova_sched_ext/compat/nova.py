@@ -12,14 +12,21 @@
 
 """Nova's names that are no API, each behind one function or constant.
 
-Read from Nova 34.0.0 (2026.2).  Each entry names the upstream name it
-stands for and what it returns; ``tests/unit/test_compat.py`` checks
-every one against the installed Nova.  See :mod:`nova_sched_ext.compat`.
+Read from Nova 34.0.0 (2026.2) and compared with 31.3.1, 32.2.1 and
+33.0.2: where those differ, the entry follows the installed release
+(:func:`nova_sched_ext.compat.release.release`) and says what each does.
+Each entry names the upstream name it stands for and what it returns;
+``tests/unit/test_compat.py`` checks every one against the installed
+Nova.  See :mod:`nova_sched_ext.compat` and
+``doc/source/support-matrix.rst``.
 """
 
 from nova.db.main import api as main_db_api
 from nova.db.main import models as main_db_models
+from nova import exception as nova_exception
 from nova import objects
+
+from nova_sched_ext.compat import release
 
 #: Private methods of Nova's classes that the package's subclasses
 #: override, by ``module.Class.method``, with the parameters Nova calls
@@ -89,6 +96,60 @@ def service_from_row(context, row):
     :returns: the ``objects.Service`` Nova's own query would give
     """
     return objects.Service._from_db_object(context, objects.Service(), row)
+
+
+# --- the service and its manager ----------------------------------------
+
+def parse_args(argv, prog=None, **kwargs):
+    """``nova.config.parse_args(argv, prog=prog, **kwargs)``.
+
+    Nova 33 added ``prog`` (the name oslo.config gives in usage and
+    errors); Nova 31 and 32 take the name from ``argv[0]``, and the
+    argument is left out for them.
+    """
+    from nova import config
+    if prog is not None and release.release() >= 33:
+        kwargs['prog'] = prog
+    return config.parse_args(argv, **kwargs)
+
+
+def reset_executors():
+    """What ``nova-scheduler`` does to its executors before the fork.
+
+    * Nova 34: ``nova.thread_pool_factory.reset_all_executors()``;
+    * Nova 32, 33: ``nova.utils.destroy_scatter_gather_executor()`` and
+      ``destroy_default_executor()``;
+    * Nova 31: nothing (eventlet's green pools, no executor).
+    """
+    major = release.release()
+    if major >= 34:
+        from nova import thread_pool_factory
+        thread_pool_factory.reset_all_executors()
+    elif major >= 32:
+        from nova import utils
+        utils.destroy_scatter_gather_executor()
+        utils.destroy_default_executor()
+
+
+def manager_graceful_shutdown(parent, timeout=None):
+    """Nova's ``graceful_shutdown`` of a manager, as the release has it.
+
+    * Nova 34: ``graceful_shutdown(timeout)`` (the service passes its
+      shutdown timeout; the scheduler manager waits for its in-progress
+      tasks, then shuts its executors down);
+    * Nova 33: ``graceful_shutdown()`` (the scheduler manager sleeps
+      ``[DEFAULT] manager_shutdown_timeout``);
+    * Nova 31, 32: no such hook; the service never calls it.
+
+    :param parent: ``super()`` of the package's manager, or a Nova
+        manager
+    :param timeout: what Nova 34's service passes (None from 33's)
+    """
+    major = release.release()
+    if major >= 34:
+        parent.graceful_shutdown(timeout)
+    elif major == 33:
+        parent.graceful_shutdown()
 
 
 # --- the scheduler ------------------------------------------------------
@@ -220,6 +281,32 @@ def pci_pools(stats, pools, pci_request):
     for name in PCI_POOL_FILTERS:
         eligible = getattr(stats, name)(eligible, pci_request)
     return matching, eligible
+
+
+# --- the instance NUMA topology of a flavor -----------------------------
+
+#: What ``hardware.numa_get_constraints(flavor, image_meta)`` raises for a
+#: flavor (and image) that Nova refuses to build a topology for, in every
+#: supported release.  ``nova.exception.Invalid`` is not all of it:
+#:
+#: * ``LockMemoryForbidden`` (``hw:locked_memory`` without
+#:   ``hw:mem_page_size``) is a ``Forbidden`` up to Nova 33, an
+#:   ``Invalid`` from 34;
+#: * from Nova 34, ``get_locked_memory_constraint`` (which
+#:   ``numa_get_constraints`` calls) checks memory encryption too: a
+#:   ``hw:mem_encryption`` flavor without an image whose
+#:   ``hw_firmware_type`` is ``uefi`` raises ``FlavorImageConflict`` (a
+#:   plain ``NovaException``); Nova 31 to 33 build the topology;
+#: * ``FlavorImageLockedMemoryConflict`` is a ``NovaException`` up to 33,
+#:   a ``FlavorImageConflict`` from 34.
+#:
+#: The classes exist in all four releases; the tuple holds for each.
+CONSTRAINT_REFUSALS = (
+    nova_exception.Invalid,
+    nova_exception.LockMemoryForbidden,
+    nova_exception.FlavorImageConflict,
+    nova_exception.FlavorImageLockedMemoryConflict,
+)
 
 
 # --- the virt driver and its objects ------------------------------------

@@ -37,7 +37,6 @@ Every database or placement failure is one line
 import collections
 
 from nova.compute import vm_states
-from nova import exception as nova_exc
 from nova import objects
 from nova.virt import hardware
 from oslo_log import log as logging
@@ -51,6 +50,7 @@ from nova_sched_ext.cloud import placement
 from nova_sched_ext.cloud import preemptible
 from nova_sched_ext.cloud import set_hints
 from nova_sched_ext.cloud import set_rules
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.defrag import model
 
@@ -165,7 +165,7 @@ class _Flavors(object):
             try:
                 self._topologies[key] = (hardware.numa_get_constraints(
                     instance.flavor, image_meta), None)
-            except nova_exc.Invalid as exc:
+            except nova_compat.CONSTRAINT_REFUSALS as exc:
                 self._topologies[key] = (None, 'its flavor asks for a NUMA '
                                          'topology Nova refuses: %s'
                                          % ' '.join(str(exc).split()))

@@ -57,12 +57,12 @@ import threading
 import time
 
 from nova import context as nova_context
-from nova import exception
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 from oslo_log import log as logging
 
 from nova_sched_ext.cloud import flavors as cloud_flavors
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.fit import adapters
 from nova_sched_ext.fit import engine
@@ -123,7 +123,8 @@ class ReferenceFlavors:
         for flavor in flavors:
             try:
                 shape = adapters.shape_from_flavor(flavor)
-            except (adapters.Unsupported, exception.Invalid) as exc:
+            except (adapters.Unsupported,) + \
+                    nova_compat.CONSTRAINT_REFUSALS as exc:
                 LOG.warning('NUMASlotWeigher ignores reference flavor %s: '
                             '%s', flavor.name, exc)
                 continue

@@ -1077,8 +1077,8 @@ def run_size(args, hosts, limit=None):
 
 
 def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
-    from nova import monkey_patch
-    monkey_patch.patch(backend='threading')
+    from nova_sched_ext.compat import release
+    release.monkey_patch('threading')
     from nova import context as nova_context
     from nova.scheduler.client import report
     from nova.scheduler import manager as nova_manager

@@ -35,7 +35,8 @@ imported by the scheduler plugins themselves.
 # Nova decides between eventlet and native threads when its test package is
 # first imported, and that must happen before anything imports futurist or
 # oslo.service.  Do it first, as Nova's own test packages do; the switch is
-# Nova's OS_NOVA_DISABLE_EVENTLET_PATCHING environment variable.
-from nova import monkey_patch
+# Nova's OS_NOVA_DISABLE_EVENTLET_PATCHING environment variable.  Through
+# the compat seam: Nova 31 patches on import and has no patch().
+from nova_sched_ext.compat import release
 
-monkey_patch.patch()
+release.monkey_patch('eventlet')

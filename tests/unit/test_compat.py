@@ -41,9 +41,11 @@ Dunder names (``__table__``, ``__init__``) are not private names.
 
 import ast
 import importlib
+import importlib.metadata
 import inspect
 import json
 import os
+import sys
 from unittest import mock
 
 from nova import context as nova_context
@@ -61,6 +63,7 @@ from tooz import coordination as tooz_coordination
 from tooz.drivers import redis as tooz_redis
 
 from nova_sched_ext.compat import nova as nova_compat
+from nova_sched_ext.compat import release
 from nova_sched_ext.compat import tooz as tooz_compat
 from tests import base
 
@@ -663,3 +666,177 @@ class TestToozSeam(base.TestCase):
         coordinator = mock.Mock(spec=['start'])
         self.assertFalse(tooz_compat.wrap_client_factory(coordinator,
                                                          lambda c: c))
+
+
+class TestReleaseSwitches(base.TestCase):
+    """Each switch of the seam against the installed Nova, and the wrong one.
+
+    A switch follows :func:`release.release`; each test runs the switch
+    of every supported release against the installed Nova (forcing
+    ``release()``) and checks that the installed release's passes and
+    that a release that does it differently fails: the check can fail,
+    and does for the newest release's behaviour forced on an older Nova.
+    """
+
+    def forced(self, major):
+        return mock.patch.object(release, 'release', return_value=major)
+
+    def assertOnlyLike(self, same, works):
+        """``works(major)`` is True exactly for the releases in ``same``."""
+        installed = release.installed()
+        self.assertIn(installed, same)
+        for major in release.SUPPORTED:
+            with self.forced(major):
+                self.assertEqual(major in same, works(major),
+                                 'Nova %d, switch of %d' % (installed, major))
+
+    def family(self, *groups):
+        """The group of releases that includes the installed one."""
+        for group in groups:
+            if release.installed() in group:
+                return group
+        self.fail('Nova %d is in no group' % release.installed())
+
+    def test_installed(self):
+        self.assertEqual(int(importlib.metadata.version('nova').split(
+            '.')[0]), release.installed())
+        self.assertIn(release.installed(), release.SUPPORTED)
+        self.assertIn('(Nova %d)' % release.installed(), release.name())
+
+    def test_parse_args(self):
+        from nova import config
+
+        def works(major):
+            with mock.patch.object(config, 'parse_args',
+                                   autospec=True) as parse:
+                try:
+                    nova_compat.parse_args(['x'], prog='p', init_rpc=False)
+                except TypeError:
+                    return False
+            kwargs = parse.call_args.kwargs
+            # The prog is passed wherever Nova takes it.
+            return kwargs.get('prog') == ('p' if release.installed() >= 33
+                                          else None)
+        self.assertOnlyLike(self.family((31, 32), (33, 34)), works)
+
+    def test_reset_executors(self):
+        from nova import utils
+        if release.installed() >= 34:
+            from nova import thread_pool_factory
+            targets = [(thread_pool_factory, 'reset_all_executors')]
+        elif release.installed() >= 32:
+            targets = [(utils, 'destroy_scatter_gather_executor'),
+                       (utils, 'destroy_default_executor')]
+        else:
+            targets = []
+
+        def works(major):
+            patches = [mock.patch.object(module, name, autospec=True)
+                       for module, name in targets]
+            mocks = [p.start() for p in patches]
+            try:
+                nova_compat.reset_executors()
+            except (ImportError, AttributeError):
+                return False
+            finally:
+                for p in patches:
+                    p.stop()
+            return all(m.call_count == 1 for m in mocks)
+        self.assertOnlyLike(self.family((31,), (32, 33), (34,)), works)
+
+    def test_manager_graceful_shutdown(self):
+        manager = nova_manager.SchedulerManager
+        has_hook = hasattr(manager, 'graceful_shutdown')
+        self.assertEqual(release.installed() >= 33, has_hook)
+        # The service calls it as the switch does, or not at all.
+        source = inspect.getsource(importlib.import_module('nova.service'))
+        self.assertEqual(release.installed() >= 34,
+                         'manager.graceful_shutdown(timeout)' in source)
+        self.assertEqual(release.installed() == 33,
+                         'manager.graceful_shutdown()' in source)
+
+        def works(major):
+            parent = mock.create_autospec(manager, instance=True)
+            try:
+                nova_compat.manager_graceful_shutdown(parent, 30)
+            except (TypeError, AttributeError):
+                return False
+            return parent.graceful_shutdown.called if has_hook else True
+        self.assertOnlyLike(self.family((31, 32), (33,), (34,)), works)
+
+    def test_monkey_patch(self):
+        from nova import monkey_patch as nova_monkey_patch
+        has_patch = hasattr(nova_monkey_patch, 'patch')
+        self.assertEqual(release.installed() >= 32, has_patch)
+        if has_patch:
+            self.assertEqual(
+                release.installed() >= 33, 'backend' in inspect.signature(
+                    nova_monkey_patch.patch).parameters)
+
+        def works(major):
+            if not has_patch:
+                try:
+                    release.monkey_patch('threading')
+                except AttributeError:
+                    return False
+                return True
+            with mock.patch.object(nova_monkey_patch, 'patch',
+                                   autospec=True) as patch:
+                try:
+                    release.monkey_patch('threading')
+                except TypeError:
+                    return False
+            if release.installed() >= 33:
+                # 33 and 34 services default to native threads.
+                return patch.call_args == mock.call(backend='threading')
+            return patch.call_args == mock.call()
+        self.assertOnlyLike(self.family((31,), (32,), (33, 34)), works)
+        self.assertRaises(ValueError, release.monkey_patch, 'asyncio')
+
+    def test_monkey_patched(self):
+        from eventlet import patcher
+        expected = bool('eventlet' in sys.modules and
+                        patcher.is_monkey_patched('thread'))
+        self.assertEqual(expected, release.monkey_patched())
+        if release.installed() == 31:
+            # No is_patched in 31: the switch of 32 fails there.
+            with self.forced(32):
+                self.assertRaises(AttributeError, release.monkey_patched)
+
+    def test_keep_eventlet_out(self):
+        with mock.patch.dict(os.environ, clear=False) as env:
+            env.pop(release.DISABLE_EVENTLET, None)
+            release.keep_eventlet_out()
+            self.assertEqual(release.installed() <= 31,
+                             release.eventlet_disabled())
+
+    def _numa_constraints(self, extra_specs):
+        from nova.virt import hardware
+        flavor = objects.Flavor(vcpus=2, memory_mb=1024, name='f',
+                                extra_specs=extra_specs)
+        return hardware.numa_get_constraints(
+            flavor, objects.ImageMeta(properties=objects.ImageMetaProps()))
+
+    def test_constraint_refusals(self):
+        from nova import exception as nova_exception
+        # Locked memory without a page size: refused by every release,
+        # an Invalid only from 34.
+        try:
+            self._numa_constraints({'hw:locked_memory': 'true'})
+        except nova_compat.CONSTRAINT_REFUSALS as exc:
+            self.assertEqual(release.installed() >= 34,
+                             isinstance(exc, nova_exception.Invalid))
+        else:
+            self.fail('hw:locked_memory without hw:mem_page_size passed')
+        # Memory encryption without a UEFI image: 34 refuses it here,
+        # with an exception that is no Invalid; 31 to 33 build the
+        # topology (none: nothing asks for one).
+        try:
+            topology = self._numa_constraints({'hw:mem_encryption': 'true'})
+        except nova_compat.CONSTRAINT_REFUSALS as exc:
+            self.assertGreaterEqual(release.installed(), 34)
+            self.assertNotIsInstance(exc, nova_exception.Invalid)
+            self.assertIsInstance(exc, nova_exception.FlavorImageConflict)
+        else:
+            self.assertLess(release.installed(), 34)
+            self.assertIsNone(topology)

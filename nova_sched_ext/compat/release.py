@@ -1,0 +1,140 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Which Nova release is installed, and what the process does about it.
+
+The package supports Nova 31 (2025.1) to 34 (2026.2) from one branch.
+Where the releases differ in something the package calls, the seam asks
+:func:`release` and does what *that* release does; every such switch has
+a unit test in ``tests/unit/test_compat.py`` that runs against the
+installed release and fails when the switch of another release is forced
+on it.  The table of differences is ``doc/source/support-matrix.rst``.
+
+This module imports no Nova at import time: the first import of a console
+script and the test package choose eventlet or native threads
+(:func:`monkey_patch`) before anything else of Nova is loaded.
+"""
+
+import functools
+from importlib import metadata
+import os
+import sys
+import warnings
+
+#: The supported Nova releases: major version -> OpenStack release.
+SUPPORTED = {31: '2025.1', 32: '2025.2', 33: '2026.1', 34: '2026.2'}
+
+#: The environment switch of Nova 31 to 34: ``true`` keeps eventlet out.
+DISABLE_EVENTLET = 'OS_NOVA_DISABLE_EVENTLET_PATCHING'
+
+#: What eventlet 0.40 and later warn when imported.
+EVENTLET_DEPRECATED = r'\s*Eventlet is deprecated'
+
+
+@functools.lru_cache(maxsize=None)
+def installed():
+    """The major version of the installed Nova (31 for 31.3.1).
+
+    From the distribution's metadata; from ``nova.version`` for a Nova
+    that has none (a source tree on ``sys.path``).
+    """
+    try:
+        text = metadata.version('nova')
+    except metadata.PackageNotFoundError:
+        from nova import version
+        text = version.version_string()
+    return int(text.split('.')[0])
+
+
+def release():
+    """The Nova release the seam follows: the installed one.
+
+    Every switch calls this at the time it runs (never at import), so a
+    test can force another release's switch on the installed Nova.
+    """
+    return installed()
+
+
+def name():
+    """``'2025.1 (Nova 31)'``: the installed release, for messages."""
+    major = release()
+    return '%s (Nova %d)' % (SUPPORTED.get(major, 'unsupported'), major)
+
+
+# --- the concurrency mode -----------------------------------------------
+
+def monkey_patch(backend):
+    """Patch the process as that release's Nova services patch it.
+
+    * Nova 33, 34: ``nova.monkey_patch.patch(backend=backend)``; the
+      services pass ``'threading'`` (native threads unless
+      ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` or, on 34, ``[DEFAULT]
+      concurrency_backend`` says eventlet), the tests ``'eventlet'``.
+    * Nova 32: ``nova.monkey_patch.patch()``, which takes no backend:
+      eventlet unless ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` is true (what
+      ``nova/cmd/__init__.py`` does for every service of 32).
+    * Nova 31: importing ``nova.monkey_patch`` patches, on the same
+      environment switch; there is no ``patch()``.
+
+    :param backend: ``'threading'`` or ``'eventlet'``: the default on
+        33 and 34 (31 and 32 know only eventlet as default)
+    :raises ValueError: ``backend`` is neither
+    """
+    if backend not in ('threading', 'eventlet'):
+        raise ValueError("the backend can only be 'eventlet' or "
+                         "'threading'")
+    major = release()
+    if major >= 33:
+        from nova import monkey_patch as nova_monkey_patch
+        nova_monkey_patch.patch(backend=backend)
+        return
+    # 31 and 32 choose eventlet, as their services do, and say nothing
+    # of it: a recent eventlet warns that it is deprecated when it is
+    # imported, which would be a second line on a command's stderr.
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message=EVENTLET_DEPRECATED)
+        from nova import monkey_patch as nova_monkey_patch  # 31: patches
+        if major == 32:
+            nova_monkey_patch.patch()
+
+
+def eventlet_disabled():
+    """Whether ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` keeps eventlet out."""
+    return os.environ.get(DISABLE_EVENTLET, '').strip().lower() in (
+        '1', 'true', 'yes')
+
+
+def keep_eventlet_out():
+    """Let a later import of ``nova.monkey_patch`` leave eventlet out.
+
+    Nova 31 patches the process when ``nova.monkey_patch`` is first
+    imported, unless ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` is true: this
+    sets it, on 31 only (32 and later patch only when asked).
+    """
+    if release() <= 31:
+        os.environ[DISABLE_EVENTLET] = 'true'
+
+
+def monkey_patched():
+    """Whether the process runs on eventlet's monkey patching.
+
+    ``nova.monkey_patch.is_patched()`` on Nova 32 and later; on Nova 31,
+    which has none, eventlet's own record (``thread`` patched).
+    """
+    if release() >= 32:
+        from nova import monkey_patch as nova_monkey_patch
+        return nova_monkey_patch.is_patched()
+    # Not nova.monkey_patch: on 31 its import patches.
+    if 'eventlet' not in sys.modules:
+        return False
+    from eventlet import patcher
+    return bool(patcher.is_monkey_patched('thread'))
