@@ -46,6 +46,9 @@
 #                        and tempest under tools/constraints/nova-NN.txt
 #                        when the repository has it, and configured as
 #                        that release's devstack branch does [34]
+#   NSE_LITE_CONSTRAINTS a pip constraints file for the virtualenv too, e.g.
+#                        the upper-constraints.txt of openstack/requirements'
+#                        branch of the release (as devstack installs) [none]
 #   NSE_LITE_PORT_BASE   first of eight consecutive TCP ports, best below
 #                        net.ipv4.ip_local_port_range [28350]
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
@@ -258,16 +261,24 @@ step "virtualenv with keystone, placement, nova and tempest from PyPI" \
 LITE_CONSTRAINTS=$WORK/requirements.txt
 "$PYTHON" "$LITE_DIR/lite.py" requirements --nova-version "$NOVA_VERSION" \
     > "$LITE_CONSTRAINTS"
+if [[ -n "${NSE_LITE_CONSTRAINTS:-}" ]]; then
+    [[ -f "$NSE_LITE_CONSTRAINTS" ]] ||
+        die $LINENO "NSE_LITE_CONSTRAINTS: no file $NSE_LITE_CONSTRAINTS"
+    echo "-c $(realpath "$NSE_LITE_CONSTRAINTS")" >> "$LITE_CONSTRAINTS"
+fi
 grep '^-c ' "$LITE_CONSTRAINTS" ||
     echo "no tools/constraints/nova-$NOVA_VERSION.txt: the release's" \
         "services pinned, their libraries not"
+# What the virtualenv was built with: the requirements and the constraints.
+venv_key=$(cat "$LITE_CONSTRAINTS" $(sed -n 's/^-c //p' "$LITE_CONSTRAINTS") |
+    sha256sum | cut -c1-16)
 if [[ "${NSE_LITE_REUSE_VENV:-0}" == 1 && -x "$VENV/bin/tempest" &&
-      "$(cat "$VENV/nse-lite-nova-version" 2>/dev/null)" == "$NOVA_VERSION" ]]; then
+      "$(cat "$VENV/nse-lite-requirements" 2>/dev/null)" == "$venv_key" ]]; then
     echo "reusing $VENV"
 else
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
-    echo "$NOVA_VERSION" > "$VENV/nse-lite-nova-version"
+    echo "$venv_key" > "$VENV/nse-lite-requirements"
     "$VENV/bin/python" -m pip install --quiet --no-input --upgrade pip \
         >> "$LOGDIR/pip.log" 2>&1
     # pip byte-compiles what it installs one file after the other; the
