@@ -689,12 +689,15 @@ class ReleaseTest(base.TestCase):
         self.assertEqual({'NSE_LITE_RELEASE': '2025.1',
                           'NSE_LITE_DEVSTACK': 'stable/2025.1',
                           'NSE_LITE_FAKE_DRIVER': 'fake.FakeDriver',
-                          'NSE_LITE_FAKE_STATE_PATHS': '0'}, old)
+                          'NSE_LITE_FAKE_STATE_PATHS': '0',
+                          'NSE_LITE_API_ENV':
+                              'OS_NOVA_DISABLE_EVENTLET_PATCHING=1'}, old)
         self.assertEqual({'NSE_LITE_RELEASE': '2026.2',
                           'NSE_LITE_DEVSTACK': 'master',
                           'NSE_LITE_FAKE_DRIVER':
                               'fake.FakeDriverWithoutFakeNodes',
-                          'NSE_LITE_FAKE_STATE_PATHS': '1'}, new)
+                          'NSE_LITE_FAKE_STATE_PATHS': '1',
+                          'NSE_LITE_API_ENV': ''}, new)
         self.assertEqual('fake.FakeDriver',
                          info(32)['NSE_LITE_FAKE_DRIVER'])
         self.assertEqual('1', info(33)['NSE_LITE_FAKE_STATE_PATHS'])

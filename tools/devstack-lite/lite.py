@@ -37,7 +37,8 @@
     that file (the pins the project keeps for the release).
 ``release-info [--nova-version NN]``
     Print ``NAME=VALUE`` lines (``NSE_LITE_RELEASE``, ``NSE_LITE_DEVSTACK``,
-    ``NSE_LITE_FAKE_DRIVER``, ``NSE_LITE_FAKE_STATE_PATHS``) that run.sh
+    ``NSE_LITE_FAKE_DRIVER``, ``NSE_LITE_FAKE_STATE_PATHS``,
+    ``NSE_LITE_API_ENV``) that run.sh
     evaluates to configure the cloud as that release's devstack branch does.
 ``nova-setup``
     Create the flavors tempest's ``flavor_ref`` options name, then wait
@@ -63,14 +64,19 @@ ENV = os.environ
 # devstack's stable/2025.1 and stable/2025.2 run the fake computes on
 # fake.FakeDriver, all in nova.conf's state_path; from stable/2026.1 on
 # fake.FakeDriverWithoutFakeNodes, each with a state_path (and compute_id
-# file) of its own.
+# file) of its own. Nova 31 and 32 patch the API with eventlet when it is
+# imported (devstack serves it with uWSGI); under gunicorn's thread worker
+# that leaves every request after the first hanging, so their API runs
+# with OS_NOVA_DISABLE_EVENTLET_PATCHING=1 here ('api_env').
 RELEASES = {
     31: {'release': '2025.1', 'keystone': 27, 'placement': 13,
          'tempest': '43.0.0', 'fake_driver': 'fake.FakeDriver',
-         'fake_state_paths': False},
+         'fake_state_paths': False,
+         'api_env': 'OS_NOVA_DISABLE_EVENTLET_PATCHING=1'},
     32: {'release': '2025.2', 'keystone': 28, 'placement': 14,
          'tempest': '45.0.0', 'fake_driver': 'fake.FakeDriver',
-         'fake_state_paths': False},
+         'fake_state_paths': False,
+         'api_env': 'OS_NOVA_DISABLE_EVENTLET_PATCHING=1'},
     33: {'release': '2026.1', 'keystone': 29, 'placement': 15,
          'tempest': '46.2.0',
          'fake_driver': 'fake.FakeDriverWithoutFakeNodes',
@@ -157,6 +163,7 @@ def release_info(args):
                                     else 'stable/' + release['release']))
     print('NSE_LITE_FAKE_DRIVER=%s' % release['fake_driver'])
     print('NSE_LITE_FAKE_STATE_PATHS=%d' % release['fake_state_paths'])
+    print('NSE_LITE_API_ENV=%s' % release.get('api_env', ''))
     return 0
 
 

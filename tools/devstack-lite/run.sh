@@ -482,7 +482,7 @@ fi
 step "nova-api, nova-conductor, the scheduler, $NUMBER_FAKE_NOVA_COMPUTE computes"
 run_process n-api "$(gunicorn_command nova.wsgi.osapi_compute \
     "$NOVA_API_PORT")" "" "" \
-    "OS_NOVA_CONFIG_DIR=$NOVA_CONF_DIR"
+    "OS_NOVA_CONFIG_DIR=$NOVA_CONF_DIR${NSE_LITE_API_ENV:+ $NSE_LITE_API_ENV}"
 run_process n-cond "$NOVA_BIN_DIR/nova-conductor --config-file $NOVA_CONF"
 run_process n-sch "$NOVA_BIN_DIR/nova-scheduler --config-file $NOVA_CONF"
 # lib/nova start_nova_compute: nova-cpu.conf is nova.conf without database
