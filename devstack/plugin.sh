@@ -41,6 +41,10 @@ NOVA_SCHED_EXT_CHECK=$NOVA_SCHED_EXT_DIR/devstack/tools/check_config.py
 # nova-compute with the package's fake NUMA driver available there.
 NOVA_SCHED_EXT_FAKE_DRIVER=nova_sched_ext_fake_numa.FakeNUMADriver
 NOVA_SCHED_EXT_FAKE_COMPUTE_MODULE=nova_sched_ext.virt.compute
+# Nova's fake driver with a stable node UUID, which the fake computes start
+# on before "stack extra" (devstack's stable/2025.1 and 2025.2 start them
+# on fake.FakeDriver).
+NOVA_SCHED_EXT_STABLE_FAKE_DRIVER=fake.FakeDriverWithoutFakeNodes
 NOVA_SCHED_EXT_AVAILABLE_FILTERS=nova_sched_ext.filters.all_filters
 NOVA_SCHED_EXT_NOVA_AVAILABLE_FILTERS=nova.scheduler.filters.all_filters
 NOVA_SCHED_EXT_NOVA_WEIGHT_CLASSES=nova.scheduler.weights.all_weighers
@@ -53,7 +57,7 @@ user_domain_name project_name project_domain_name cafile"
 # Plugin variables that are not [nova_sched_ext] options.
 NOVA_SCHED_EXT_CONTROL_VARIABLES="DIR FILTERS WEIGHT_CLASSES PREEMPTION
 DEPLOYMENT_SET_LOCKING SCHEDULER SCHEDULERS SCHEDULER_LAUNCHER FAKE_VIRT FAKE_NUMA_TOPOLOGIES
-CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE
+CHECK FAKE_DRIVER FAKE_COMPUTE_MODULE STABLE_FAKE_DRIVER
 AVAILABLE_FILTERS NOVA_AVAILABLE_FILTERS NOVA_WEIGHT_CLASSES
 EVICTOR_SECTION SERVICE_AUTH_KEYS CONTROL_VARIABLES
 DEFRAG DEFRAG_SECTION
@@ -292,7 +296,39 @@ function configure_nova_sched_ext_fake_virt {
     for i in $(seq 1 "${NUMBER_FAKE_NOVA_COMPUTE:-1}"); do
         iniset "${NOVA_FAKE_CONF}-${i}" nova_sched_ext_fake_virt \
             numa_topology "${topologies[(i - 1) % ${#topologies[@]}]}"
+        _nova_sched_ext_fake_compute_identity "$i"
     done
+}
+
+# The fake compute $1 must keep its node UUID when "stack extra" restarts
+# it on the fake NUMA driver, which reads it from compute_id in its
+# state_path. devstack's master (and stable/2026.1) gives each fake compute
+# its own state_path and compute_id and runs it on
+# fake.FakeDriverWithoutFakeNodes, which reads it too. Up to stable/2025.2,
+# lib/nova runs them on fake.FakeDriver, whose node UUIDs are new in every
+# process, all in nova.conf's state_path: restarted, the first would find
+# its node under another UUID (a duplicate record: nova-compute stops) and
+# the others would share one compute_id and take each other's node. So do
+# what master does, before lib/nova starts them: a state_path and a
+# compute_id of its own, and the driver that reads it. On master lib/nova
+# writes the same state_path and a new compute_id before the start.
+function _nova_sched_ext_fake_compute_identity {
+    local fake_conf="${NOVA_FAKE_CONF}-$1" state_path
+    state_path=$(iniget "$fake_conf" DEFAULT state_path)
+    if [[ -z "$state_path" ]]; then
+        state_path="$NOVA_STATE_PATH/${HOSTNAME}$1"
+        iniset "$fake_conf" DEFAULT state_path "$state_path"
+    fi
+    mkdir -p "$state_path"
+    if [[ ! -s "$state_path/compute_id" ]]; then
+        "$(_nova_sched_ext_python)" -c 'import uuid; print(uuid.uuid4())' \
+            > "$state_path/compute_id"
+    fi
+    if [[ "$(iniget "$fake_conf" DEFAULT compute_driver)" != \
+            "$NOVA_SCHED_EXT_FAKE_DRIVER" ]]; then
+        iniset "$fake_conf" DEFAULT compute_driver \
+            "$NOVA_SCHED_EXT_STABLE_FAKE_DRIVER"
+    fi
 }
 
 # The fake computes have registered with devstack's fake driver; restart
@@ -524,10 +560,12 @@ function unconfigure_nova_sched_ext {
     for fake_conf in "${NOVA_FAKE_CONF}"-*; do
         if [[ -f "$fake_conf" ]]; then
             inidelete "$fake_conf" nova_sched_ext_fake_virt numa_topology
-            if [[ "$(iniget "$fake_conf" DEFAULT compute_driver)" == \
-                    "$NOVA_SCHED_EXT_FAKE_DRIVER" ]]; then
-                inidelete "$fake_conf" DEFAULT compute_driver
-            fi
+            case "$(iniget "$fake_conf" DEFAULT compute_driver)" in
+                "$NOVA_SCHED_EXT_FAKE_DRIVER"|\
+                "$NOVA_SCHED_EXT_STABLE_FAKE_DRIVER")
+                    inidelete "$fake_conf" DEFAULT compute_driver
+                    ;;
+            esac
         fi
     done
     if [[ -n "$TEMPEST_CONFIG" && -f "$TEMPEST_CONFIG" ]]; then

@@ -603,3 +603,119 @@ class FaultRoundMessagesTest(base.TestCase):
                          'kill-between)', line)
         self.assertIn('scheduler ? (pid 7)', multisched.killed_line(
             'kill-gone', 'gone 7 -', {}))
+
+
+lite = _load('lite')
+
+
+class ReleaseTest(base.TestCase):
+    """NSE_LITE_NOVA_VERSION: the release's services, pins and devstack."""
+
+    def _requirements(self):
+        with open(os.path.join(LITE, 'requirements.txt')) as f:
+            return f.readlines()
+
+    def _pinned(self, major, constraints=None):
+        return lite.release_requirements(self._requirements(), major,
+                                         constraints)
+
+    def test_2025_1_installs_its_own_services(self):
+        lines = self._pinned(31)
+        for pin in ('keystone==27.*', 'openstack-placement==13.*',
+                    'nova==31.*', 'tempest==43.0.0'):
+            self.assertEqual(1, sum(line.startswith(pin + ' ')
+                                    or line == pin for line in lines), pin)
+        text = '\n'.join(lines)
+        self.assertNotIn('nova>=34', text)
+        self.assertNotIn('keystone>=30', text)
+        # The other requirements stay as they are.
+        for line in self._requirements():
+            name = lite._requirement_name(line)
+            if name and name not in lite.release_pins(31):
+                self.assertIn(line.rstrip('\n'), lines)
+
+    def test_every_release_pins_the_four_services_once(self):
+        for major in lite.RELEASES:
+            lines = self._pinned(major)
+            names = [lite._requirement_name(line) for line in lines]
+            for name in ('keystone', 'openstack-placement', 'nova',
+                         'tempest'):
+                self.assertEqual(1, names.count(name), (major, name))
+            self.assertIn('nova==%d.*' % major, '\n'.join(lines))
+
+    def test_a_missing_service_line_is_added(self):
+        lines = lite.release_requirements(['gunicorn>=1 # MIT\n'], 32)
+        self.assertEqual(['gunicorn>=1 # MIT', 'keystone==28.*',
+                          'nova==32.*', 'openstack-placement==14.*',
+                          'tempest==45.0.0'], lines)
+
+    def test_the_default_is_the_newest_release(self):
+        self.assertEqual(34, lite.nova_version(''))
+        self.assertEqual(34, max(lite.RELEASES))
+        # requirements.txt names the default release's services.
+        text = ''.join(self._requirements())
+        self.assertIn('nova>=34.0.0,<35', text)
+        self.assertIn('openstack-placement>=16.0.0,<17', text)
+        self.assertIn('keystone>=30.0.0,<31', text)
+
+    def test_an_unsupported_release_is_one_line(self):
+        for value in ('30', '35', 'epoxy', '31.1'):
+            error = self.assertRaises(SystemExit, lite.nova_version, value)
+            self.assertIn('must be one of 31 (2025.1), 32 (2025.2), '
+                          '33 (2026.1), 34 (2026.2), not %r' % value,
+                          str(error.code))
+            self.assertNotIn('\n', str(error.code))
+
+    def test_the_constraints_file_goes_first_when_the_repo_has_it(self):
+        repo = self.useFixture(fixtures.TempDir()).path
+        self.assertIsNone(lite.constraints_file(repo, 31))
+        os.makedirs(os.path.join(repo, 'tools', 'constraints'))
+        path = os.path.join(repo, 'tools', 'constraints', 'nova-31.txt')
+        open(path, 'w').close()
+        self.assertEqual(path, lite.constraints_file(repo, 31))
+        self.assertIsNone(lite.constraints_file(repo, 32))
+        self.assertEqual('-c %s' % path, self._pinned(31, path)[0])
+
+    def test_devstack_branches_run_the_fake_computes_differently(self):
+        # stable/2025.1 and 2025.2: fake.FakeDriver, one state_path;
+        # stable/2026.1 and master: a state_path of each compute's own.
+        def info(major):
+            out = subprocess.run(
+                ['python3', os.path.join(LITE, 'lite.py'), 'release-info',
+                 '--nova-version', str(major)],
+                capture_output=True, text=True, check=True).stdout
+            return dict(line.split('=', 1) for line in out.splitlines())
+        old, new = info(31), info(34)
+        self.assertEqual({'NSE_LITE_RELEASE': '2025.1',
+                          'NSE_LITE_DEVSTACK': 'stable/2025.1',
+                          'NSE_LITE_FAKE_DRIVER': 'fake.FakeDriver',
+                          'NSE_LITE_FAKE_STATE_PATHS': '0',
+                          'NSE_LITE_API_ENV':
+                              'OS_NOVA_DISABLE_EVENTLET_PATCHING=1'}, old)
+        self.assertEqual({'NSE_LITE_RELEASE': '2026.2',
+                          'NSE_LITE_DEVSTACK': 'master',
+                          'NSE_LITE_FAKE_DRIVER':
+                              'fake.FakeDriverWithoutFakeNodes',
+                          'NSE_LITE_FAKE_STATE_PATHS': '1',
+                          'NSE_LITE_API_ENV': ''}, new)
+        self.assertEqual('fake.FakeDriver',
+                         info(32)['NSE_LITE_FAKE_DRIVER'])
+        self.assertEqual('1', info(33)['NSE_LITE_FAKE_STATE_PATHS'])
+
+    def test_the_package_installs_under_the_release_pins(self):
+        work = self.useFixture(fixtures.TempDir()).path
+        argv = os.path.join(work, 'argv')
+        os.makedirs(os.path.join(work, 'bin'))
+        python = os.path.join(work, 'bin', 'python')
+        with open(python, 'w') as f:
+            f.write('#!/bin/sh\necho "$@" > %s\n' % argv)
+        os.chmod(python, 0o755)
+        script = ('LITE_DIR=%s VENV=%s LOGDIR=%s PIDDIR=%s\n'
+                  'source %s/functions.sh\n'
+                  'echo_summary() { :; }\n'
+                  'LITE_CONSTRAINTS=%s/requirements.txt setup_develop /repo\n'
+                  % (LITE, work, work, work, LITE, work))
+        subprocess.run(['bash', '-c', script], check=True, timeout=60)
+        with open(argv) as f:
+            self.assertEqual('-m pip install --quiet --no-input -e /repo -c '
+                             '%s/requirements.txt' % work, f.read().strip())

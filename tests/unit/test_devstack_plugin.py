@@ -531,3 +531,74 @@ class DefragTempestConfigTest(RecordedPluginTest):
         conf = self._tempest('unconfigure_nova_sched_ext',
                              NOVA_SCHED_EXT_DEFRAG='True')
         self.assertNotIn('defrag', conf)
+
+
+class FakeComputeIdentityPluginTest(RecordedPluginTest):
+    """Each fake compute keeps its node UUID across the restart.
+
+    devstack's stable/2025.1 and stable/2025.2 start the fake computes on
+    fake.FakeDriver, all in nova.conf's state_path; master gives each a
+    state_path and compute_id of its own. The plugin's post-config gives
+    them what master does before lib/nova starts them.
+    """
+
+    def _fake_virt(self, preset='', then=''):
+        state = os.path.join(self.dir, 'state')
+        self.fake_conf = os.path.join(self.dir, 'nova-fake.conf')
+        self._plugin(
+            'NOVA_FAKE_CONF=%s NOVA_STATE_PATH=%s HOSTNAME=cpu\n'
+            'source %s/devstack/plugin.sh\n%s\n'
+            'configure_nova_sched_ext_fake_virt\n%s'
+            % (self.fake_conf, state, REPO, preset, then), services='n-cpu',
+            VIRT_DRIVER='fake', NOVA_SCHED_EXT_FAKE_VIRT='True',
+            NUMBER_FAKE_NOVA_COMPUTE='2')
+        return state
+
+    def _compute_id(self, state_path):
+        return self._read(os.path.join(state_path, 'compute_id')).strip()
+
+    def test_stable_2025_1_computes_get_what_master_gives_them(self):
+        state = self._fake_virt()
+        ids = []
+        for i in (1, 2):
+            conf = self._read('%s-%d' % (self.fake_conf, i))
+            path = os.path.join(state, 'cpu%d' % i)
+            self.assertIn('state_path = %s\n' % path, conf)
+            self.assertIn(
+                'compute_driver = fake.FakeDriverWithoutFakeNodes\n', conf)
+            ids.append(self._compute_id(path))
+        self.assertNotEqual(ids[0], ids[1])
+        for node_uuid in ids:
+            self.assertEqual(36, len(node_uuid))
+
+    def test_a_state_path_and_compute_id_of_its_own_are_kept(self):
+        mine = os.path.join(self.dir, 'mine')
+        os.makedirs(mine)
+        with open(os.path.join(mine, 'compute_id'), 'w') as f:
+            f.write('00000000-0000-4000-8000-000000000001\n')
+        self._fake_virt('iniset "$NOVA_FAKE_CONF-1" DEFAULT state_path %s'
+                        % mine)
+        conf = self._read(self.fake_conf + '-1')
+        self.assertIn('state_path = %s\n' % mine, conf)
+        self.assertEqual(1, conf.count('state_path'))
+        self.assertEqual('00000000-0000-4000-8000-000000000001',
+                         self._compute_id(mine))
+
+    def test_twice_keeps_the_node_uuids(self):
+        state = self._fake_virt()
+        first = self._compute_id(os.path.join(state, 'cpu2'))
+        self._fake_virt()
+        self.assertEqual(first, self._compute_id(os.path.join(state, 'cpu2')))
+
+    def test_the_fake_numa_driver_is_not_replaced(self):
+        self._fake_virt('iniset "$NOVA_FAKE_CONF-1" DEFAULT compute_driver '
+                        '"$NOVA_SCHED_EXT_FAKE_DRIVER"')
+        self.assertIn('compute_driver = nova_sched_ext_fake_numa.'
+                      'FakeNUMADriver\n', self._read(self.fake_conf + '-1'))
+
+    def test_unstack_takes_the_driver_out(self):
+        self._fake_virt(then='unconfigure_nova_sched_ext')
+        for i in (1, 2):
+            conf = self._read('%s-%d' % (self.fake_conf, i))
+            self.assertNotIn('compute_driver', conf)
+            self.assertNotIn('numa_topology', conf)

@@ -140,7 +140,10 @@ function is_service_enabled {
 function setup_develop {
     local project_dir=$1
     echo_summary "pip install -e $project_dir"
+    # Under the release's requirements, as devstack installs under the
+    # upper constraints of its branch.
     "$VENV/bin/python" -m pip install --quiet --no-input -e "$project_dir" \
+        ${LITE_CONSTRAINTS:+-c "$LITE_CONSTRAINTS"} \
         >> "$LOGDIR/pip.log" 2>&1 || {
         tail -n 30 "$LOGDIR/pip.log" >&2
         die $LINENO "pip install -e $project_dir failed"

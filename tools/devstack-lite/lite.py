@@ -28,6 +28,18 @@
 ``catalog-endpoint SERVICE REGION PUBLIC_URL [ADMIN_URL [INTERNAL_URL]]``
     devstack's ``get_or_create_endpoint``: an endpoint per URL given, for
     the service of that name or type; prints the public one's ID.
+``requirements [--nova-version NN] [--repo DIR]``
+    Print the requirements devstack-lite installs into its virtualenv for
+    Nova release NN (31 = 2025.1 ... 34 = 2026.2; default 34, or
+    ``NSE_LITE_NOVA_VERSION``): ``requirements.txt`` with its keystone,
+    placement, nova and tempest lines replaced by that OpenStack release's,
+    and ``-c tools/constraints/nova-NN.txt`` first when the repository has
+    that file (the pins the project keeps for the release).
+``release-info [--nova-version NN]``
+    Print ``NAME=VALUE`` lines (``NSE_LITE_RELEASE``, ``NSE_LITE_DEVSTACK``,
+    ``NSE_LITE_FAKE_DRIVER``, ``NSE_LITE_FAKE_STATE_PATHS``,
+    ``NSE_LITE_API_ENV``) that run.sh
+    evaluates to configure the cloud as that release's devstack branch does.
 ``nova-setup``
     Create the flavors tempest's ``flavor_ref`` options name, then wait
     until every fake compute is a hypervisor in Nova and a resource provider
@@ -46,6 +58,113 @@ import urllib.error
 import urllib.request
 
 ENV = os.environ
+
+# Nova major -> the OpenStack release and its keystone, placement and
+# tempest releases (tempest is branchless: the tag made for that release).
+# devstack's stable/2025.1 and stable/2025.2 run the fake computes on
+# fake.FakeDriver, all in nova.conf's state_path; from stable/2026.1 on
+# fake.FakeDriverWithoutFakeNodes, each with a state_path (and compute_id
+# file) of its own. Nova 31 and 32 patch the API with eventlet when it is
+# imported (devstack serves it with uWSGI); under gunicorn's thread worker
+# that leaves every request after the first hanging, so their API runs
+# with OS_NOVA_DISABLE_EVENTLET_PATCHING=1 here ('api_env').
+RELEASES = {
+    31: {'release': '2025.1', 'keystone': 27, 'placement': 13,
+         'tempest': '43.0.0', 'fake_driver': 'fake.FakeDriver',
+         'fake_state_paths': False,
+         'api_env': 'OS_NOVA_DISABLE_EVENTLET_PATCHING=1'},
+    32: {'release': '2025.2', 'keystone': 28, 'placement': 14,
+         'tempest': '45.0.0', 'fake_driver': 'fake.FakeDriver',
+         'fake_state_paths': False,
+         'api_env': 'OS_NOVA_DISABLE_EVENTLET_PATCHING=1'},
+    33: {'release': '2026.1', 'keystone': 29, 'placement': 15,
+         'tempest': '46.2.0',
+         'fake_driver': 'fake.FakeDriverWithoutFakeNodes',
+         'fake_state_paths': True},
+    34: {'release': '2026.2', 'keystone': 30, 'placement': 16,
+         'tempest': '47.0.0',
+         'fake_driver': 'fake.FakeDriverWithoutFakeNodes',
+         'fake_state_paths': True},
+}
+DEFAULT_NOVA_VERSION = 34
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def nova_version(value):
+    """The Nova major of ``value`` (31 ... 34), or exit with one line."""
+    value = (value or '').strip() or str(DEFAULT_NOVA_VERSION)
+    if value.isdigit() and int(value) in RELEASES:
+        return int(value)
+    sys.exit('NSE_LITE_NOVA_VERSION must be one of %s, not %r'
+             % (', '.join('%d (%s)' % (major, RELEASES[major]['release'])
+                          for major in sorted(RELEASES)), value))
+
+
+def release_pins(major):
+    """The requirement of each service distribution for Nova ``major``."""
+    release = RELEASES[major]
+    return {
+        'keystone': 'keystone==%d.*' % release['keystone'],
+        'openstack-placement': 'openstack-placement==%d.*'
+                               % release['placement'],
+        'nova': 'nova==%d.*' % major,
+        'tempest': 'tempest==%s' % release['tempest'],
+    }
+
+
+def _requirement_name(line):
+    line = line.split('#', 1)[0].strip()
+    for separator in '<>=!~;[ ':
+        line = line.split(separator, 1)[0]
+    return line.lower().replace('_', '-')
+
+
+def release_requirements(lines, major, constraints=None):
+    """devstack-lite's requirement ``lines`` for Nova ``major``.
+
+    The lines of the service distributions are replaced by the release's
+    pins (any missing is added); ``constraints``, a path, goes first as
+    ``-c``. Comments and the other lines stay as they are.
+    """
+    pins = release_pins(major)
+    out = ['-c %s' % constraints] if constraints else []
+    for line in lines:
+        line = line.rstrip('\n')
+        name = _requirement_name(line)
+        if name in pins:
+            comment = line.partition('#')[2].strip()
+            line = pins.pop(name) + (' # ' + comment if comment else '')
+        out.append(line)
+    out.extend(pins[name] for name in sorted(pins))
+    return out
+
+
+def constraints_file(repo, major):
+    """The repository's constraints file for Nova ``major``, or None."""
+    path = os.path.join(repo, 'tools', 'constraints', 'nova-%d.txt' % major)
+    return path if os.path.isfile(path) else None
+
+
+def requirements(args):
+    major = nova_version(args.nova_version)
+    with open(os.path.join(HERE, 'requirements.txt')) as source:
+        lines = source.readlines()
+    for line in release_requirements(
+            lines, major, constraints_file(args.repo, major)):
+        print(line)
+    return 0
+
+
+def release_info(args):
+    major = nova_version(args.nova_version)
+    release = RELEASES[major]
+    print('NSE_LITE_RELEASE=%s' % release['release'])
+    print('NSE_LITE_DEVSTACK=%s' % ('master' if major == max(RELEASES)
+                                    else 'stable/' + release['release']))
+    print('NSE_LITE_FAKE_DRIVER=%s' % release['fake_driver'])
+    print('NSE_LITE_FAKE_STATE_PATHS=%d' % release['fake_state_paths'])
+    print('NSE_LITE_API_ENV=%s' % release.get('api_env', ''))
+    return 0
 
 
 def wait_http(url, timeout):
@@ -261,6 +380,13 @@ def main(argv=None):
     endpoint.add_argument('public_url')
     endpoint.add_argument('admin_url', nargs='?', default='')
     endpoint.add_argument('internal_url', nargs='?', default='')
+    for name in ('requirements', 'release-info'):
+        release = sub.add_parser(name)
+        release.add_argument('--nova-version',
+                             default=ENV.get('NSE_LITE_NOVA_VERSION', ''))
+        if name == 'requirements':
+            release.add_argument('--repo', default=os.path.dirname(
+                os.path.dirname(HERE)))
     nova = sub.add_parser('nova-setup')
     nova.add_argument('--computes', type=int, required=True)
     nova.add_argument('--timeout', type=int, default=180)
@@ -271,7 +397,9 @@ def main(argv=None):
     commands = {'keystone-setup': keystone_setup,
                 'catalog-service': catalog_service,
                 'catalog-endpoint': catalog_endpoint,
-                'nova-setup': nova_setup}
+                'nova-setup': nova_setup,
+                'requirements': requirements,
+                'release-info': release_info}
     return commands[args.command](args)
 
 

@@ -40,6 +40,15 @@
 #   NSE_LITE_WORK        work directory [<repo>/.tox/devstack-lite]
 #   NSE_LITE_REUSE_VENV  1: keep an existing virtualenv [0: build a new one]
 #   NSE_LITE_PYTHON      interpreter for the virtualenv [python3]
+#   NSE_LITE_NOVA_VERSION  the Nova release of the cloud: 31 (2025.1), 32
+#                        (2025.2), 33 (2026.1) or 34 (2026.2), installed
+#                        with that OpenStack release's keystone, placement
+#                        and tempest under tools/constraints/nova-NN.txt
+#                        when the repository has it, and configured as
+#                        that release's devstack branch does [34]
+#   NSE_LITE_CONSTRAINTS a pip constraints file for the virtualenv too, e.g.
+#                        the upper-constraints.txt of openstack/requirements'
+#                        branch of the release (as devstack installs) [none]
 #   NSE_LITE_PORT_BASE   first of eight consecutive TCP ports, best below
 #                        net.ipv4.ip_local_port_range [28350]
 #   NSE_LITE_DB_URL      MariaDB server [mysql+pymysql://root@127.0.0.1:3306]
@@ -229,6 +238,15 @@ require_ports_free "set NSE_LITE_PORT_BASE to a free range of eight ports" \
 if ! port_in_use "${RABBIT##*:}"; then
     die $LINENO "RabbitMQ does not answer on $RABBIT"
 fi
+# The release: its services' versions, and what its devstack branch does
+# differently (NSE_LITE_RELEASE, NSE_LITE_DEVSTACK, NSE_LITE_FAKE_*).
+release_info=$(NSE_LITE_NOVA_VERSION=${NSE_LITE_NOVA_VERSION:-} \
+    "$PYTHON" "$LITE_DIR/lite.py" release-info) || exit 1
+eval "$release_info"
+NOVA_VERSION=$("$PYTHON" -c 'import sys; print(int(sys.argv[1] or 34))' \
+    "${NSE_LITE_NOVA_VERSION:-}")
+echo "Nova $NOVA_VERSION ($NSE_LITE_RELEASE), configured as devstack's" \
+    "$NSE_LITE_DEVSTACK configures it"
 command -v setsid > /dev/null || die $LINENO "setsid (util-linux) is missing"
 command -v redis-server > /dev/null ||
     die $LINENO "redis-server is missing (apt-get install redis-server)"
@@ -236,18 +254,37 @@ echo "ports $KEYSTONE_PORT-$COMPUTE_PROXY_PORT, work directory $WORK"
 
 # -- virtualenv -------------------------------------------------------------
 
-step "virtualenv with keystone, placement, nova and tempest from PyPI"
-if [[ "${NSE_LITE_REUSE_VENV:-0}" == 1 && -x "$VENV/bin/tempest" ]]; then
+step "virtualenv with keystone, placement, nova and tempest from PyPI" \
+    "(Nova $NOVA_VERSION, $NSE_LITE_RELEASE)"
+# The requirements of the release, which also constrain the package's own
+# install in the plugin's install phase (setup_develop).
+LITE_CONSTRAINTS=$WORK/requirements.txt
+"$PYTHON" "$LITE_DIR/lite.py" requirements --nova-version "$NOVA_VERSION" \
+    > "$LITE_CONSTRAINTS"
+if [[ -n "${NSE_LITE_CONSTRAINTS:-}" ]]; then
+    [[ -f "$NSE_LITE_CONSTRAINTS" ]] ||
+        die $LINENO "NSE_LITE_CONSTRAINTS: no file $NSE_LITE_CONSTRAINTS"
+    echo "-c $(realpath "$NSE_LITE_CONSTRAINTS")" >> "$LITE_CONSTRAINTS"
+fi
+grep '^-c ' "$LITE_CONSTRAINTS" ||
+    echo "no tools/constraints/nova-$NOVA_VERSION.txt: the release's" \
+        "services pinned, their libraries not"
+# What the virtualenv was built with: the requirements and the constraints.
+venv_key=$(cat "$LITE_CONSTRAINTS" $(sed -n 's/^-c //p' "$LITE_CONSTRAINTS") |
+    sha256sum | cut -c1-16)
+if [[ "${NSE_LITE_REUSE_VENV:-0}" == 1 && -x "$VENV/bin/tempest" &&
+      "$(cat "$VENV/nse-lite-requirements" 2>/dev/null)" == "$venv_key" ]]; then
     echo "reusing $VENV"
 else
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
+    echo "$venv_key" > "$VENV/nse-lite-requirements"
     "$VENV/bin/python" -m pip install --quiet --no-input --upgrade pip \
         >> "$LOGDIR/pip.log" 2>&1
     # pip byte-compiles what it installs one file after the other; the
     # same compilation on every CPU, after it, is most of this step.
     if ! "$VENV/bin/python" -m pip install --no-input --no-compile \
-            -r "$LITE_DIR/requirements.txt" >> "$LOGDIR/pip.log" 2>&1; then
+            -r "$LITE_CONSTRAINTS" >> "$LOGDIR/pip.log" 2>&1; then
         tail -n 30 "$LOGDIR/pip.log"
         die $LINENO "pip install failed; see $LOGDIR/pip.log"
     fi
@@ -445,7 +482,7 @@ fi
 step "nova-api, nova-conductor, the scheduler, $NUMBER_FAKE_NOVA_COMPUTE computes"
 run_process n-api "$(gunicorn_command nova.wsgi.osapi_compute \
     "$NOVA_API_PORT")" "" "" \
-    "OS_NOVA_CONFIG_DIR=$NOVA_CONF_DIR"
+    "OS_NOVA_CONFIG_DIR=$NOVA_CONF_DIR${NSE_LITE_API_ENV:+ $NSE_LITE_API_ENV}"
 run_process n-cond "$NOVA_BIN_DIR/nova-conductor --config-file $NOVA_CONF"
 run_process n-sch "$NOVA_BIN_DIR/nova-scheduler --config-file $NOVA_CONF"
 # lib/nova start_nova_compute: nova-cpu.conf is nova.conf without database
@@ -456,8 +493,13 @@ inidelete "$NOVA_CPU_CONF" api_database connection
 for i in $(seq 1 "$NUMBER_FAKE_NOVA_COMPUTE"); do
     fake_conf="${NOVA_FAKE_CONF}-${i}"
     iniset "$fake_conf" DEFAULT host "${HOSTNAME}${i}"
-    iniset "$fake_conf" DEFAULT state_path "$NOVA_STATE_PATH/${HOSTNAME}${i}"
-    mkdir -p "$NOVA_STATE_PATH/${HOSTNAME}${i}"
+    # devstack's stable/2025.1 and stable/2025.2 leave every fake compute
+    # in nova.conf's state_path; from stable/2026.1 on each has its own.
+    if [[ "$NSE_LITE_FAKE_STATE_PATHS" == 1 ]]; then
+        iniset "$fake_conf" DEFAULT state_path \
+            "$NOVA_STATE_PATH/${HOSTNAME}${i}"
+        mkdir -p "$NOVA_STATE_PATH/${HOSTNAME}${i}"
+    fi
     run_process "n-cpu-${i}" \
         "$NOVA_BIN_DIR/nova-compute --config-file $NOVA_CPU_CONF --config-file $fake_conf"
 done

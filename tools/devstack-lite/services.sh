@@ -265,8 +265,10 @@ function write_nova_conf {
     iniset "$NOVA_CONF" DEFAULT state_path "$NOVA_STATE_PATH"
     iniset "$NOVA_CONF" DEFAULT my_ip 127.0.0.1
     iniset "$NOVA_CONF" DEFAULT host "$3"
-    # lib/nova_plugins/hypervisor-fake
-    iniset "$NOVA_CONF" DEFAULT compute_driver fake.FakeDriverWithoutFakeNodes
+    # lib/nova_plugins/hypervisor-fake (fake.FakeDriver up to devstack's
+    # stable/2025.2)
+    iniset "$NOVA_CONF" DEFAULT compute_driver \
+        "${NSE_LITE_FAKE_DRIVER:-fake.FakeDriverWithoutFakeNodes}"
     iniset "$NOVA_CONF" quota driver nova.quota.NoopQuotaDriver
     iniset "$NOVA_CONF" wsgi api_paste_config "$NOVA_CONF_DIR/api-paste.ini"
     iniset "$NOVA_CONF" api auth_strategy keystone
