@@ -62,6 +62,8 @@
 #                        the three schedulers ("burst", "faults", "soak")
 #                        ["burst faults"; empty: none]
 #   NSE_LITE_SOAK_REQUESTS  requests of "soak" [300]
+#   NSE_LITE_RESOURCES_INTERVAL  the computes' [DEFAULT]
+#                        update_resources_interval, seconds [10]
 #   NSE_LITE_READY_FILE  a file written once the cloud is up, before
 #                        tempest: the virtualenv is complete then, and
 #                        .ci/run starts the two-cluster run on it [none]
