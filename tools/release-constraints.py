@@ -20,8 +20,10 @@ every distribution that the following need together:
 * that Nova release (``nova==NN.*``);
 * the placement release of the same OpenStack release (the functional
   tests run placement in process);
-* the keystone release of the same OpenStack release (devstack-lite runs
-  it; ``--no-keystone`` leaves it out);
+* what devstack-lite runs besides (``--no-devstack-lite`` leaves them
+  out): the keystone release of the same OpenStack release, the tempest
+  tag made for it (tempest is branchless), python-openstackclient and
+  gunicorn;
 * this package's ``requirements.txt`` and ``test-requirements.txt``.
 
 The result is ``tools/constraints/nova-NN.txt``: ``name==version`` lines
@@ -53,20 +55,25 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PYPI = 'https://pypi.org/simple'
 
-# Nova major -> (OpenStack release, placement major, keystone major).  The
-# majors are those of the coordinated release (releases.openstack.org);
-# ``pip index versions`` shows each of them on the index.
+# Nova major -> (OpenStack release, placement major, keystone major,
+# tempest version).  The majors are those of the coordinated release
+# (releases.openstack.org); ``pip index versions`` shows each of them on the
+# index.  Tempest is tagged once per release ("tag Tempest for 2025.1").
 RELEASES = {
-    31: ('2025.1', 13, 27),
-    32: ('2025.2', 14, 28),
-    33: ('2026.1', 15, 29),
-    34: ('2026.2', 16, 30),
+    31: ('2025.1', 13, 27, '43.0.0'),
+    32: ('2025.2', 14, 28, '45.0.0'),
+    33: ('2026.1', 15, 29, '46.2.0'),
+    34: ('2026.2', 16, 30, '47.0.0'),
 }
+# What devstack-lite installs besides keystone and tempest (the lower bounds
+# of tools/devstack-lite/requirements.txt).
+DEVSTACK_LITE = ('python-openstackclient>=7.0.0', 'gunicorn>=25.1.0')
 # The files that name this package's own requirements, from the top of the
 # tree.
 REQUIREMENT_FILES = ('requirements.txt', 'test-requirements.txt')
@@ -90,7 +97,7 @@ def parse_releases(words):
     """
     if not words:
         return sorted(RELEASES)
-    by_name = {name: major for major, (name, _, _) in RELEASES.items()}
+    by_name = {entry[0]: major for major, entry in RELEASES.items()}
     majors = set()
     for word in words:
         if word in by_name:
@@ -104,19 +111,26 @@ def parse_releases(words):
     return sorted(majors)
 
 
-def requested(major, keystone=True):
-    """The requirement strings resolved for Nova ``major``, besides the
-    package's requirement files."""
-    _, placement, keystone_major = RELEASES[major]
+def requested(major, devstack_lite=True):
+    """The requirements resolved for Nova ``major``.
+
+    They come besides the package's requirement files.
+    """
+    _, placement, keystone, tempest = RELEASES[major]
     wanted = ['nova==%d.*' % major, 'openstack-placement==%d.*' % placement]
-    if keystone:
-        wanted.append('keystone==%d.*' % keystone_major)
+    if devstack_lite:
+        wanted.append('keystone==%d.*' % keystone)
+        wanted.append('tempest==%s' % tempest)
+        wanted.extend(DEVSTACK_LITE)
     return wanted
 
 
 def pins_from_report(report):
-    """``{canonical name: 'name==version'}`` from a pip installation report
-    (``pip install --report``), leaving out the ``UNPINNED`` ones."""
+    """``{canonical name: 'name==version'}`` from a pip report.
+
+    The report is ``pip install --report``'s (version 1); the ``UNPINNED``
+    distributions are left out.
+    """
     if report.get('version') != '1':
         raise Error('pip wrote a report of version %r; this script reads '
                     'version 1' % report.get('version'))
@@ -131,7 +145,7 @@ def pins_from_report(report):
 
 
 def render(major, pins, made_by, when, python, pip_version, index_url,
-           keystone=True):
+           devstack_lite=True):
     """The text of ``tools/constraints/nova-NN.txt``."""
     release = RELEASES[major][0]
     lines = [
@@ -139,7 +153,13 @@ def render(major, pins, made_by, when, python, pip_version, index_url,
         % (major, release),
         '# distribution that this package (requirements.txt and '
         'test-requirements.txt)',
-        '# needs together with %s.' % ', '.join(requested(major, keystone)),
+    ]
+    wanted = ', '.join(requested(major, devstack_lite))
+    lines.extend(textwrap.wrap(
+        'needs together with %s.' % wanted,
+        width=77, initial_indent='# ', subsequent_indent='# ',
+        break_on_hyphens=False))
+    lines += [
         '# Made by %s on %s' % (made_by, when),
         '# with pip %s on Python %s, from %s only.' % (
             pip_version, python, index_url),
@@ -153,8 +173,10 @@ def render(major, pins, made_by, when, python, pip_version, index_url,
 
 
 def changes(old_text, new_text):
-    """The pins that differ between two constraints files, as lines
-    ``name: old -> new`` (``-`` where one side has none)."""
+    """The pins that differ between two constraints files.
+
+    One line ``name: old -> new`` each (``-`` where one side has none).
+    """
     def read(text):
         pins = {}
         for line in text.splitlines():
@@ -177,7 +199,7 @@ def pip_version():
     return out.stdout.split()[1]
 
 
-def resolve(major, index_url, keystone, log_dir):
+def resolve(major, index_url, devstack_lite, log_dir):
     """Run pip's resolver for Nova ``major``; return the pins."""
     report_path = os.path.join(log_dir, 'nova-%d.json' % major)
     log_path = os.path.join(log_dir, 'nova-%d.log' % major)
@@ -189,7 +211,7 @@ def resolve(major, index_url, keystone, log_dir):
         cmd += ['--cert', cert]
     for name in REQUIREMENT_FILES:
         cmd += ['-r', os.path.join(ROOT, name)]
-    cmd += requested(major, keystone)
+    cmd += requested(major, devstack_lite)
     with open(log_path, 'w') as log:
         done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
                               check=False)
@@ -209,12 +231,14 @@ def main(argv=None):
         prog='release-constraints.py',
         description='Resolve and write tools/constraints/nova-NN.txt, the '
                     'pip constraints of each supported Nova release (the '
-                    'Nova, placement and keystone of that OpenStack release '
+                    'Nova, placement, keystone and tempest of that OpenStack '
+                    'release '
                     'with this package\'s requirements and test '
                     'requirements), with pip\'s resolver against the '
                     'package index only.',
         epilog='Supported: %s.' % ', '.join(
-            '%d = %s (placement %d, keystone %d)' % ((major,) + RELEASES[major])
+            '%d = %s (placement %d, keystone %d, tempest %s)'
+            % ((major,) + RELEASES[major])
             for major in sorted(RELEASES)))
     parser.add_argument('releases', nargs='*', metavar='RELEASE',
                         help='a Nova major (31) or an OpenStack release '
@@ -226,8 +250,10 @@ def main(argv=None):
                         default=os.environ.get('PIP_INDEX_URL') or PYPI,
                         help='the package index (default: PIP_INDEX_URL, '
                              'else %s)' % PYPI)
-    parser.add_argument('--no-keystone', action='store_true',
-                        help='leave keystone out of the resolution')
+    parser.add_argument('--no-devstack-lite', action='store_true',
+                        help='leave out what only devstack-lite runs '
+                             '(keystone, tempest, python-openstackclient, '
+                             'gunicorn)')
     parser.add_argument('--check', action='store_true',
                         help='resolve and print what would change; write '
                              'nothing; exit 1 if anything would')
@@ -245,11 +271,11 @@ def main(argv=None):
                 print('resolving Nova %d (%s) ...' % (major,
                                                       RELEASES[major][0]),
                       flush=True)
-                pins = resolve(major, args.index_url, not args.no_keystone,
-                               tmp)
+                pins = resolve(major, args.index_url,
+                               not args.no_devstack_lite, tmp)
                 text = render(major, pins, 'tools/release-constraints.py',
                               when, python, version, args.index_url,
-                              keystone=not args.no_keystone)
+                              devstack_lite=not args.no_devstack_lite)
                 path = os.path.join(args.output_dir, 'nova-%d.txt' % major)
                 old = ''
                 if os.path.exists(path):
