@@ -56,7 +56,7 @@ def import_cmd():
 
     The test run has made that choice already (see ``tests/__init__.py``).
     """
-    with mock.patch('nova.monkey_patch.patch'):
+    with mock.patch('nova_sched_ext.compat.release.monkey_patch'):
         return importlib.import_module('nova_sched_ext.capacity.cmd')
 
 

@@ -52,7 +52,7 @@ UNKNOWN = 'f3a9e3d8-0000-4000-8000-000000000000'
 
 def import_cmd():
     """The command's module, without its import-time concurrency choice."""
-    with mock.patch('nova.monkey_patch.patch'):
+    with mock.patch('nova_sched_ext.compat.release.monkey_patch'):
         return importlib.import_module('nova_sched_ext.defrag.cmd')
 
 

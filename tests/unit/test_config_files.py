@@ -104,11 +104,12 @@ class TestChooseNativeThreads(base.TestCase):
     def test_an_unreadable_file_still_gives_native_threads(self):
         self.useFixture(fixtures.EnvironmentVariable(
             'OS_NOVA_DISABLE_EVENTLET_PATCHING'))
-        with mock.patch('nova.monkey_patch.patch', side_effect=[
+        with mock.patch('nova_sched_ext.compat.release.monkey_patch',
+                        side_effect=[
                 UnicodeDecodeError('utf-8', b'\xe9', 0, 1, 'invalid'),
                 None]) as patch:
             config_files.choose_native_threads()
-        self.assertEqual([mock.call(backend='threading')] * 2,
+        self.assertEqual([mock.call('threading')] * 2,
                          patch.call_args_list)
         self.assertEqual('true',
                          os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'])

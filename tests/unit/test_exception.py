@@ -112,7 +112,8 @@ class TestOneBase(base.TestCase):
                 try:
                     # The console scripts choose Nova's concurrency mode
                     # on import; the test run has chosen it already.
-                    with mock.patch('nova.monkey_patch.patch'), \
+                    with mock.patch(
+                            'nova_sched_ext.compat.release.monkey_patch'), \
                             warnings.catch_warnings():
                         warnings.simplefilter('ignore', DeprecationWarning)
                         module = importlib.import_module(name)

@@ -247,10 +247,10 @@ def import_scheduler_cmd():
     OS_NOVA_DISABLE_EVENTLET_PATCHING says otherwise), so that choice is
     skipped here, as the console script would never meet it.
     """
-    with mock.patch('nova.monkey_patch.patch') as patch:
+    with mock.patch('nova_sched_ext.compat.release.monkey_patch') as patch:
         module = importlib.import_module('nova_sched_ext.cmd.scheduler')
     if patch.called:
-        patch.assert_called_once_with(backend='threading')
+        patch.assert_called_once_with('threading')
     return module
 
 

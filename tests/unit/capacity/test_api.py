@@ -419,12 +419,13 @@ class TestWSGI(APITestCase):
     def test_native_threads_whatever_the_environment_says(self):
         self.useFixture(fixtures.EnvironmentVariable(
             'OS_NOVA_DISABLE_EVENTLET_PATCHING', 'false'))
-        self.useFixture(fixtures.MockPatch('nova.monkey_patch.is_patched',
-                                           return_value=False))
+        self.useFixture(fixtures.MockPatch(
+            'nova_sched_ext.compat.release.monkey_patched',
+            return_value=False))
         init = self.useFixture(fixtures.MockPatch(
             'oslo_service.backend.init_backend')).mock
         patch = self.useFixture(fixtures.MockPatch(
-            'nova.monkey_patch.patch')).mock
+            'nova_sched_ext.compat.release.monkey_patch')).mock
         wsgi.use_native_threads()
         from oslo_service import backend
         init.assert_called_once_with(backend.BackendType.THREADING)

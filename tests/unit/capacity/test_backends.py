@@ -88,8 +88,8 @@ class TestPlacementBound(base.TestCase):
 
     SCRIPT = textwrap.dedent('''
         import json, sys
-        from nova import monkey_patch
-        monkey_patch.patch(backend='threading')
+        from nova_sched_ext.compat import release
+        release.monkey_patch('threading')
         import nova.conf
         from nova import config, context, objects
         from nova_sched_ext.capacity import backends

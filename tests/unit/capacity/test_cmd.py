@@ -46,10 +46,10 @@ def import_cmd():
     The test run has made that choice already (see ``tests/__init__.py``),
     as the console script never meets it.
     """
-    with mock.patch('nova.monkey_patch.patch') as patch:
+    with mock.patch('nova_sched_ext.compat.release.monkey_patch') as patch:
         module = importlib.import_module('nova_sched_ext.capacity.cmd')
     if patch.called:
-        patch.assert_called_once_with(backend='threading')
+        patch.assert_called_once_with('threading')
     return module
 
 
