@@ -58,7 +58,7 @@ class SchedulerCommandLineTest(base.TestCase):
         self.useFixture(fixtures.MockPatch(
             'oslo_config.cfg.find_config_dirs', return_value=[]))
         self.nova_parse_args = self.useFixture(fixtures.MockPatchObject(
-            self.cmd.config, 'parse_args')).mock
+            self.cmd.nova_compat, 'parse_args')).mock
 
     def write(self, name, text):
         path = os.path.join(self.dir, name)
@@ -228,7 +228,7 @@ class SchedulerOptionValuesTest(base.TestCase):
         conf = self.cmd.CONF
         self.addCleanup(conf.clear)
         self.useFixture(fixtures.MockPatchObject(
-            self.cmd.config, 'parse_args',
+            self.cmd.nova_compat, 'parse_args',
             side_effect=lambda argv, prog: conf(argv[1:], project='nova',
                                                 prog=prog)))
         self.useFixture(fixtures.MockPatchObject(self.cmd.logging, 'setup'))
