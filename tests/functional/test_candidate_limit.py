@@ -38,6 +38,8 @@ Cost: about 100 s of CPU, most of it Nova's host state refresh (a
 over the 22 requests; the wall time grows with the machine's load.
 """
 
+import contextlib
+import importlib
 import logging
 import types
 from unittest import mock
@@ -53,7 +55,7 @@ from nova.scheduler.client import report
 from nova.scheduler import utils as scheduler_utils
 from nova import test
 from nova.tests.functional import fixtures as func_fixtures
-from nova import thread_pool_factory
+from nova import utils as nova_utils
 from nova.virt import hardware
 import oslo_messaging as messaging
 from oslo_utils import timeutils
@@ -73,6 +75,14 @@ FLAVOR_SPECS = {'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '2'}
 #: loggers kept at INFO (the widening is logged at INFO, by the package)
 QUIET_LOGGERS = ('nova', 'placement', 'nova_sched_ext.filters',
                  'nova_sched_ext.weighers', 'nova_sched_ext.fit')
+
+
+def _thread_pool_factory():
+    """``nova.thread_pool_factory`` (Nova 34), or None before it."""
+    try:
+        return importlib.import_module('nova.thread_pool_factory')
+    except ImportError:
+        return None
 
 
 class QuietLogger(fixtures.Fixture):
@@ -209,17 +219,20 @@ class CandidateLimitTest(test.TestCase):
         cost one query per host); then each compute's periodic sync
         confirms its list.  The test waits for the load.
         """
-        loads = []
+        def run_now(func, *args, **kwargs):
+            func(*args, **kwargs)
 
-        def spawn(*args, **kwargs):
-            loads.append(spawn_thread(*args, **kwargs))
-            return loads[-1]
-
-        spawn_thread = thread_pool_factory.spawn
-        with mock.patch.object(thread_pool_factory, 'spawn', spawn):
+        # The host manager starts the load with thread_pool_factory.spawn
+        # (Nova 34), utils.spawn (32, 33) or utils.spawn_n (31): here it
+        # runs in place, so it has ended when _init_instance_info returns.
+        with contextlib.ExitStack() as stack:
+            for module, name in ((nova_utils, 'spawn'),
+                                 (nova_utils, 'spawn_n'),
+                                 (_thread_pool_factory(), 'spawn')):
+                if module is not None and hasattr(module, name):
+                    stack.enter_context(
+                        mock.patch.object(module, name, run_now))
             hm._init_instance_info()
-        for load in loads:
-            load.result()
         for host in self.cloud:
             hm.sync_instance_info(self.ctxt, host.name,
                                   [uuid for uuid, _use in host.instances])
