@@ -40,6 +40,17 @@ no machine-wide constraints) against ``--index-url`` (default: the
 are evaluated for the interpreter that runs this script, so run it with
 the Python the tests use (3.11 here).
 
+The newest versions a release's own requirements allow are not always
+versions it works with: a library may since have dropped what that
+release still uses (placement 13 and Nova 31's test fixtures set
+``[oslo_policy] enforce_scope``, which oslo.policy 4.6 removed).  OpenStack
+caps each stable branch's libraries with its ``upper-constraints.txt``
+(openstack/requirements, branch ``stable/2025.1`` ...); give that file
+with ``--upper-constraints 2025.1=FILE`` and the resolution stays under
+it, except for the distributions this package or devstack-lite need
+newer than any stable branch had (``UC_OVERRIDDEN``).  The file's name and
+checksum go in the header; it is not kept in this tree.
+
   python3 tools/release-constraints.py            # all four releases
   python3 tools/release-constraints.py 31 33      # some of them
   python3 tools/release-constraints.py --check    # resolve, write nothing,
@@ -48,6 +59,7 @@ the Python the tests use (3.11 here).
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -79,6 +91,11 @@ DEVSTACK_LITE = ('python-openstackclient>=7.0.0', 'gunicorn>=25.1.0')
 REQUIREMENT_FILES = ('requirements.txt', 'test-requirements.txt')
 # Never pinned: the installers themselves and this package.
 UNPINNED = frozenset(('pip', 'setuptools', 'wheel', 'nova-sched-ext'))
+# Lines of an upper-constraints file that are left out: what this tree
+# needs newer than the stable branches pin (devstack-lite's gunicorn, for
+# its uWSGI stand-in) and the distributions resolved here by release.
+UC_OVERRIDDEN = frozenset(('gunicorn', 'nova', 'openstack-placement',
+                           'keystone', 'tempest', 'nova-sched-ext'))
 
 
 class Error(Exception):
@@ -125,6 +142,44 @@ def requested(major, devstack_lite=True):
     return wanted
 
 
+def upper_constraints(text):
+    """The lines of an upper-constraints file that cap the resolution.
+
+    ``name===version`` lines (markers kept), without comments and without
+    the distributions of ``UC_OVERRIDDEN``.
+    """
+    kept = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split('#', 1)[0].strip()
+        if not line:
+            continue
+        match = re.match(r'([A-Za-z0-9][A-Za-z0-9._-]*)\s*===?', line)
+        if not match:
+            raise Error('upper-constraints line %d is not name===version: '
+                        '%r' % (number, line))
+        if canonical(match.group(1)) not in UC_OVERRIDDEN:
+            kept.append(line)
+    if not kept:
+        raise Error('the upper-constraints file pins nothing')
+    return kept
+
+
+def parse_caps(values):
+    """``{major: path}`` from ``--upper-constraints RELEASE=FILE`` values."""
+    caps = {}
+    for value in values:
+        release, sep, path = value.partition('=')
+        if not sep or not path:
+            raise Error('--upper-constraints wants RELEASE=FILE, got %r'
+                        % value)
+        (major,) = parse_releases([release])
+        if not os.path.isfile(path):
+            raise Error('--upper-constraints %s: no such file %s'
+                        % (release, path))
+        caps[major] = path
+    return caps
+
+
 def pins_from_report(report):
     """``{canonical name: 'name==version'}`` from a pip report.
 
@@ -145,7 +200,7 @@ def pins_from_report(report):
 
 
 def render(major, pins, made_by, when, python, pip_version, index_url,
-           devstack_lite=True):
+           devstack_lite=True, cap=None):
     """The text of ``tools/constraints/nova-NN.txt``."""
     release = RELEASES[major][0]
     lines = [
@@ -163,7 +218,14 @@ def render(major, pins, made_by, when, python, pip_version, index_url,
         '# Made by %s on %s' % (made_by, when),
         '# with pip %s on Python %s, from %s only.' % (
             pip_version, python, index_url),
-        '# Refresh: python3 tools/release-constraints.py %d' % major,
+    ]
+    if cap:
+        lines.append('# Capped by %s (sha256 %s), the' % cap)
+        lines.append('# upper-constraints.txt of openstack/requirements '
+                     'stable/%s.' % release)
+    lines += [
+        '# Refresh: python3 tools/release-constraints.py %d%s' % (
+            major, ' --upper-constraints %s=FILE' % release if cap else ''),
         '# Used by tox -e py3-nova%d,functional-nova%d,fuzz-nova%d and'
         % (major, major, major),
         '# tools/release-check.sh %d.' % major,
@@ -199,8 +261,11 @@ def pip_version():
     return out.stdout.split()[1]
 
 
-def resolve(major, index_url, devstack_lite, log_dir):
-    """Run pip's resolver for Nova ``major``; return the pins."""
+def resolve(major, index_url, devstack_lite, log_dir, cap_lines=()):
+    """Run pip's resolver for Nova ``major``; return the pins.
+
+    ``cap_lines``: upper-constraints lines the resolution must stay under.
+    """
     report_path = os.path.join(log_dir, 'nova-%d.json' % major)
     log_path = os.path.join(log_dir, 'nova-%d.log' % major)
     cmd = [sys.executable, '-m', 'pip', '--isolated', 'install',
@@ -211,6 +276,11 @@ def resolve(major, index_url, devstack_lite, log_dir):
         cmd += ['--cert', cert]
     for name in REQUIREMENT_FILES:
         cmd += ['-r', os.path.join(ROOT, name)]
+    if cap_lines:
+        cap_path = os.path.join(log_dir, 'upper-constraints-%d.txt' % major)
+        with open(cap_path, 'w') as f:
+            f.write('\n'.join(cap_lines) + '\n')
+        cmd += ['-c', cap_path]
     cmd += requested(major, devstack_lite)
     with open(log_path, 'w') as log:
         done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
@@ -254,12 +324,18 @@ def main(argv=None):
                         help='leave out what only devstack-lite runs '
                              '(keystone, tempest, python-openstackclient, '
                              'gunicorn)')
+    parser.add_argument('--upper-constraints', action='append', default=[],
+                        metavar='RELEASE=FILE',
+                        help='cap RELEASE (2025.1 or 31) by FILE, the '
+                             'upper-constraints.txt of openstack/requirements'
+                             "' stable branch (repeatable)")
     parser.add_argument('--check', action='store_true',
                         help='resolve and print what would change; write '
                              'nothing; exit 1 if anything would')
     args = parser.parse_args(argv)
     try:
         majors = parse_releases(args.releases)
+        caps = parse_caps(args.upper_constraints)
         version = pip_version()
         python = '%s (%s %s)' % (platform.python_version(),
                                  sys.platform, platform.machine())
@@ -271,11 +347,20 @@ def main(argv=None):
                 print('resolving Nova %d (%s) ...' % (major,
                                                       RELEASES[major][0]),
                       flush=True)
+                cap = cap_lines = None
+                if major in caps:
+                    with open(caps[major], 'rb') as f:
+                        raw = f.read()
+                    cap_lines = upper_constraints(raw.decode('utf-8'))
+                    cap = (os.path.basename(caps[major]),
+                           hashlib.sha256(raw).hexdigest()[:16])
                 pins = resolve(major, args.index_url,
-                               not args.no_devstack_lite, tmp)
+                               not args.no_devstack_lite, tmp,
+                               cap_lines or ())
                 text = render(major, pins, 'tools/release-constraints.py',
                               when, python, version, args.index_url,
-                              devstack_lite=not args.no_devstack_lite)
+                              devstack_lite=not args.no_devstack_lite,
+                              cap=cap)
                 path = os.path.join(args.output_dir, 'nova-%d.txt' % major)
                 old = ''
                 if os.path.exists(path):

@@ -24,6 +24,8 @@ import os
 import re
 from unittest import mock
 
+import fixtures
+
 from tests import base
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -131,6 +133,48 @@ class RenderTest(base.TestCase):
                           "'2024.2'; supported: 31 (2025.1), 32 (2025.2), "
                           "33 (2026.1), 34 (2026.2)"],
                          err.getvalue().splitlines())
+
+
+class UpperConstraintsTest(base.TestCase):
+    """--upper-constraints: a stable branch's caps, minus the overridden."""
+
+    def test_caps_kept_with_markers_and_the_overridden_left_out(self):
+        text = ('# a comment\n'
+                'oslo.policy===4.5.1\n'
+                'gunicorn===23.0.0\n'
+                'Tempest===43.0.0\n'
+                'pywin32===306;sys_platform=="win32"  # windows\n'
+                '\n')
+        self.assertEqual(['oslo.policy===4.5.1',
+                          'pywin32===306;sys_platform=="win32"'],
+                         rc.upper_constraints(text))
+
+    def test_a_line_that_is_no_pin_is_refused(self):
+        error = self.assertRaises(rc.Error, rc.upper_constraints,
+                                  'oslo.policy===4.5.1\n-e git+https://x\n')
+        self.assertIn('line 2', str(error))
+        self.assertRaises(rc.Error, rc.upper_constraints, '# nothing\n')
+
+    def test_release_equals_file(self):
+        path = os.path.join(self.useFixture(
+            fixtures.TempDir()).path, 'uc.txt')
+        with open(path, 'w') as f:
+            f.write('six===1.17.0\n')
+        self.assertEqual({31: path}, rc.parse_caps(['2025.1=' + path]))
+        self.assertEqual({32: path}, rc.parse_caps(['32=' + path]))
+        for bad in ('2025.1', '2025.1=', '2024.2=' + path,
+                    '2025.1=' + path + '.missing'):
+            self.assertRaises(rc.Error, rc.parse_caps, [bad])
+
+    def test_the_header_names_the_cap(self):
+        text = rc.render(31, {'nova': 'nova==31.3.1'}, 'the script',
+                         '2026-12-03 20:00 UTC', '3.11.7', '26.3',
+                         'https://pypi.org/simple',
+                         cap=('uc-2025.1.txt', '33cd019691433824'))
+        self.assertIn('# Capped by uc-2025.1.txt (sha256 33cd019691433824)',
+                      text)
+        self.assertIn('stable/2025.1', text)
+        self.assertIn('--upper-constraints 2025.1=FILE', text)
 
 
 class CommittedFilesTest(base.TestCase):
