@@ -111,9 +111,14 @@ class TestOneBase(base.TestCase):
             if not within(name, NOT_IMPORTED):
                 try:
                     # The console scripts choose Nova's concurrency mode
-                    # on import; the test run has chosen it already.
+                    # on import, and so do the nova.cmd modules they
+                    # import (nova.cmd.compute: native threads, refused
+                    # once eventlet is loaded); the test run has chosen
+                    # it already.
                     with mock.patch(
                             'nova_sched_ext.compat.release.monkey_patch'), \
+                            mock.patch('nova.monkey_patch.patch',
+                                       create=True), \
                             warnings.catch_warnings():
                         warnings.simplefilter('ignore', DeprecationWarning)
                         module = importlib.import_module(name)
