@@ -35,6 +35,7 @@ from nova_sched_ext.fit import lowlevel
 from tests import base
 from tests.unit.capacity import test_count
 from tests.unit.fit import oracle
+from tests.unit.fit import strategies
 
 CONF = cfg.CONF
 RATIOS = (1.0, 1.0)
@@ -69,10 +70,7 @@ def flavor(vcpus, memory_mb, split=None, **specs):
                 first, first + cpus - 1)
             specs['hw:numa_mem.%d' % node] = str(memory)
             first += cpus
-    topology = hardware.numa_get_constraints(
-        objects.Flavor(vcpus=vcpus, memory_mb=memory_mb, extra_specs=specs),
-        objects.ImageMeta.from_dict({'properties': {}}))
-    return specs, topology
+    return specs, strategies.instance_topology(vcpus, memory_mb, specs)
 
 
 EVEN = flavor(16, 8192)

@@ -22,6 +22,18 @@ objects.register_all()
 PAGE_4K, PAGE_2M, PAGE_1G = 4, 2048, 1048576
 
 
+def instance_topology(vcpus, memory_mb, specs):
+    """Nova's instance NUMA topology of a flavor, with no image properties.
+
+    ``hardware.numa_get_constraints``: None for a flavor without one; what
+    Nova raises for a flavor it refuses.
+    """
+    flavor = objects.Flavor(vcpus=vcpus, memory_mb=memory_mb,
+                            extra_specs=specs)
+    return hardware.numa_get_constraints(
+        flavor, objects.ImageMeta.from_dict({'properties': {}}))
+
+
 def _part(draw, total, roomy=False):
     """A share of total, biased to the interesting ends."""
     if roomy and draw(st.integers(0, 3)):
@@ -232,10 +244,8 @@ def flavor_topologies(draw, max_cells=4, min_cells=1, policies=None,
                                      '4', '2MB']))
     if pagesize:
         specs['hw:mem_page_size'] = pagesize
-    flavor = objects.Flavor(vcpus=vcpus, memory_mb=memory, extra_specs=specs)
     try:
-        topology = hardware.numa_get_constraints(
-            flavor, objects.ImageMeta.from_dict({'properties': {}}))
+        topology = instance_topology(vcpus, memory, specs)
     except exception.Invalid:
         reject()
     if topology is None:
@@ -319,9 +329,7 @@ def mixed_flavor_with_mask():
     """``(extra specs, topology)``: 4 vCPUs on 4 cells, 2 of them pinned."""
     specs = {'hw:numa_nodes': '4', 'hw:cpu_policy': 'mixed',
              'hw:cpu_dedicated_mask': '2,3'}
-    flavor = objects.Flavor(vcpus=4, memory_mb=2048, extra_specs=specs)
-    return specs, hardware.numa_get_constraints(
-        flavor, objects.ImageMeta.from_dict({'properties': {}}))
+    return specs, instance_topology(4, 2048, specs)
 
 
 PRODUCTS = ['1111', '2222']
@@ -526,10 +534,8 @@ def uneven_flavor_topologies(draw, min_nodes=2, max_nodes=2,
         None, None, None, 'small', 'large', 'any', '2MB', '1GB']))
     if pagesize:
         specs['hw:mem_page_size'] = pagesize
-    flavor = objects.Flavor(vcpus=vcpus, memory_mb=memory, extra_specs=specs)
     try:
-        topology = hardware.numa_get_constraints(
-            flavor, objects.ImageMeta.from_dict({'properties': {}}))
+        topology = instance_topology(vcpus, memory, specs)
     except exception.Invalid:
         reject()
     return specs, topology
@@ -544,9 +550,7 @@ def even_twin_topology(specs, topology):
     vcpus = sum(len(c.cpuset) + len(c.pcpuset) for c in topology.cells)
     memory = sum(c.memory for c in topology.cells)
     twin = even_twin(specs)
-    flavor = objects.Flavor(vcpus=vcpus, memory_mb=memory, extra_specs=twin)
     try:
-        return twin, hardware.numa_get_constraints(
-            flavor, objects.ImageMeta.from_dict({'properties': {}}))
+        return twin, instance_topology(vcpus, memory, twin)
     except exception.Invalid:
         return twin, None
