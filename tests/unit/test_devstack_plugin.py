@@ -120,6 +120,25 @@ class LiteIniTest(base.TestCase):
         self.assertNotIn('state_path', out)
         self.assertEqual(1, out.count('host = '))
 
+    def test_values_are_kept_as_given_and_comments_stay(self):
+        out = self._run(
+            'printf "# top\\n[a]\\nx = 1\\n\\n[b]\\n  x = indented\\n"'
+            ' > CONF\n'
+            'iniset CONF b x "k=v \\\\n"\n'
+            'iniset CONF new y -n\n'
+            'echo "a.x: $(iniget CONF a x) b.x: $(iniget CONF b x)"\n')
+        echoed, text = out.split('\n', 1)
+        self.assertEqual('a.x: 1 b.x: k=v \\n', echoed)
+        self.assertEqual('# top\n[a]\nx = 1\n\n[b]\n  x = indented\n'
+                         'x = k=v \\n\n\n[new]\ny = -n\n', text)
+
+    def test_reading_or_deleting_never_creates_the_file(self):
+        out = self._run(
+            'iniget CONF a x; ini_has_option CONF a x; echo "has: $?"\n'
+            'inidelete CONF a x; [[ -e CONF ]] || echo absent\n'
+            'touch CONF\n')
+        self.assertIn('has: 1\nabsent\n', out)
+
 
 class ServiceUserPluginTest(base.TestCase):
     """A nova.conf with Nova's [service_user], and the plugin run on it."""

@@ -13,18 +13,32 @@
 
 : "${LITE_DIR:?}" "${VENV:?}" "${LOGDIR:?}" "${PIDDIR:?}"
 
-LITE_INI="$LITE_DIR/ini.py"
-# The interpreter behind "python3", asked once: a version manager's shim
-# (pyenv's is a bash script that runs pyenv) costs about a second a call on
-# a loaded machine, and a run calls the ini helpers hundreds of times. They
-# run it with -S: ini.py needs nothing but the standard library.
-LITE_INI_PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+LITE_INI="$LITE_DIR/ini.awk"
 
 # -- ini helpers (devstack inc/ini-config) ---------------------------------
 
+# _lite_ini COMMAND FILE SECTION OPTION [VALUE...]: ini.awk on FILE; the
+# writing commands put its output in place through a temporary file, so a
+# failed edit leaves the file as it was.
 function _lite_ini {
-    # devstack's helpers accept -sudo as the first argument.
-    "$LITE_INI_PYTHON" -S "$LITE_INI" "$@"
+    local command=$1 file=$2 tmp
+    case "$command" in
+        get|get-multi|has)
+            awk -f "$LITE_INI" -- "$@"
+            return
+            ;;
+        delete)
+            [[ -f "$file" ]] || return 0
+            ;;
+    esac
+    [[ "$file" != */* || -d "${file%/*}" ]] || mkdir -p "${file%/*}"
+    tmp="$file.tmp$$"
+    if awk -f "$LITE_INI" -- "$@" > "$tmp"; then
+        mv -f "$tmp" "$file"
+    else
+        rm -f "$tmp"
+        return 1
+    fi
 }
 
 function iniset {
