@@ -96,10 +96,12 @@ def use_native_threads():
     poison = getattr(monkey_patch, 'poison_eventlet', None)
     if poison is not None and 'eventlet' not in sys.modules:
         poison()
-    try:
-        import oslo_service.backend as service_backend
-    except ImportError:  # an oslo.service older than 4.2 (2025.1's)
+    if not release.oslo_service_threading():
+        # 2025.1's oslo.service: nothing to choose, the services of the
+        # package start no oslo.service machinery.
+        LOG.debug('oslo.service has no threading backend: left as it is')
         return
+    import oslo_service.backend as service_backend
     try:
         service_backend.init_backend(service_backend.BackendType.THREADING)
     except Exception as exc:  # already chosen by an import: keep it

@@ -26,6 +26,7 @@ script and the test package choose eventlet or native threads
 
 import functools
 from importlib import metadata
+from importlib import util as importlib_util
 import os
 import sys
 import warnings
@@ -122,6 +123,25 @@ def keep_eventlet_out():
     """
     if release() <= 31:
         os.environ[DISABLE_EVENTLET] = 'true'
+
+
+def oslo_service_threading():
+    """Whether the installed oslo.service has a threading backend.
+
+    oslo.service 4.2 (2025.2's first) added it as
+    ``oslo_service.backend.threading``, 4.3 moved it to the private
+    ``oslo_service.backend._threading``; 2025.1's 4.1 names
+    ``BackendType.THREADING`` but ships only the eventlet module, and its
+    ``init_backend`` logs an error for the name before it refuses it.
+    """
+    for module in ('oslo_service.backend._threading',
+                   'oslo_service.backend.threading'):
+        try:
+            if importlib_util.find_spec(module) is not None:
+                return True
+        except ImportError:  # no oslo_service.backend at all
+            return False
+    return False
 
 
 def monkey_patched():

@@ -803,6 +803,14 @@ class TestReleaseSwitches(base.TestCase):
             with self.forced(32):
                 self.assertRaises(AttributeError, release.monkey_patched)
 
+    def test_oslo_service_threading(self):
+        version = tuple(int(part) for part in importlib.metadata.version(
+            'oslo.service').split('.')[:2])
+        self.assertEqual(version >= (4, 2), release.oslo_service_threading())
+        if release.oslo_service_threading():
+            from oslo_service import backend
+            self.assertIn('THREADING', backend.BackendType.__members__)
+
     def test_keep_eventlet_out(self):
         with mock.patch.dict(os.environ, clear=False) as env:
             env.pop(release.DISABLE_EVENTLET, None)
