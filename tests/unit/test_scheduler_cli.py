@@ -267,12 +267,16 @@ class SchedulerOptionValuesTest(base.TestCase):
         self.create.assert_not_called()
 
     def test_library_floats_of_the_evictor_must_be_finite(self):
-        # keystoneauth's options, in the preemption driver's section.
-        code, stderr = self.main('[nova_sched_ext_evictor]', 'timeout = nan')
+        # keystoneauth's options, in the preemption driver's section; a
+        # float in every supported release (its timeout is an integer in
+        # 2025.1's keystoneauth 5.10).
+        code, stderr = self.main('[nova_sched_ext_evictor]',
+                                 'connect_retry_delay = nan')
         self.assertEqual(2, code, stderr)
         self.assertEqual(
-            '%s: error: invalid value of [nova_sched_ext_evictor] timeout: '
-            'nan is not a finite number\n' % PROG, stderr)
+            '%s: error: invalid value of [nova_sched_ext_evictor] '
+            'connect_retry_delay: nan is not a finite number\n' % PROG,
+            stderr)
         self.create.assert_not_called()
 
     def test_good_values_start_the_service(self):

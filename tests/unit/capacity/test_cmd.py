@@ -317,7 +317,11 @@ class TestFreshInterpreter(base.TestCase):
         refusing = self.useFixture(backend_fakes.RefusingPort())
         result = self.run_command('--config-file',
                                   self._mysql_conf(refusing.port))
-        self.assertOneLine(result, 1, 'API database', 'Connection refused')
+        self.assertOneLine(result, 1, 'API database')
+        # The socket's words: eventlet's green socket (2025.1, where the
+        # command runs monkey patched) names the errno, the native one
+        # says it.
+        self.assertRegex(result.stderr, 'Connection refused|ECONNREFUSED')
         self.assertNotIn('attempts left', result.stderr)
 
     def test_out_of_bounds_options_are_one_line(self):

@@ -274,17 +274,19 @@ class TestInputBounds(CommandTestCase):
         loads.assert_not_called()
 
     def test_service_credential_floats_must_be_finite(self):
-        conf.CONF.set_override('timeout', float('nan'),
+        # A float in every supported release's keystoneauth (its timeout
+        # is an integer in 2025.1's).
+        conf.CONF.set_override('connect_retry_delay', float('nan'),
                                group='nova_sched_ext_defrag')
-        self.addCleanup(conf.CONF.clear_override, 'timeout',
+        self.addCleanup(conf.CONF.clear_override, 'connect_retry_delay',
                         group='nova_sched_ext_defrag')
         plan = self.write('plan.json', '{}')
         with mock.patch.object(self.cmd, 'load_config'), \
                 mock.patch.object(model, 'read_document') as read:
             self.assertOneLineError(
                 2, self.main('apply', plan, '--dry-run'),
-                'invalid value of [nova_sched_ext_defrag] timeout: nan is '
-                'not a finite number')
+                'invalid value of [nova_sched_ext_defrag] '
+                'connect_retry_delay: nan is not a finite number')
         read.assert_not_called()
 
     def test_duplicate_instance_in_a_state(self):
