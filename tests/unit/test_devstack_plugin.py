@@ -19,10 +19,14 @@ easy to get subtly wrong: where the filters go, and how the ini helpers
 treat multi-valued options.
 """
 
+import contextlib
+import importlib.util
+import io
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import fixtures
 
@@ -269,18 +273,43 @@ class RenamedOptionPluginTest(ServiceUserPluginTest):
 
 
 class CheckConfigDriverTest(base.TestCase):
-    """check_config.py stops a preemption driver that could not work."""
+    """check_config.py stops a preemption driver that could not work.
 
-    def _check(self, text, *args):
+    One case runs it as devstack does, in a fresh interpreter; the others
+    call its main() in this one (each fresh interpreter imports Nova
+    again), reading the file into oslo.config's global CONF, cleared after.
+    """
+
+    SCRIPT = os.path.join(REPO, 'devstack', 'tools', 'check_config.py')
+
+    def _write(self, text):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'nova.conf')
         with open(path, 'w') as f:
             f.write(text)
+        return path
+
+    def _check_process(self, text, *args):
         return subprocess.run(
-            [sys.executable, os.path.join(REPO, 'devstack', 'tools',
-                                          'check_config.py'),
-             'check', '--config-file', path] + list(args),
+            [sys.executable, self.SCRIPT, 'check', '--config-file',
+             self._write(text)] + list(args),
             capture_output=True, text=True, timeout=120)
+
+    def _check(self, text, *args):
+        spec = importlib.util.spec_from_file_location(
+            'nse_devstack_check_config', self.SCRIPT)
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)
+        from nova_sched_ext import conf
+        self.addCleanup(conf.CONF.clear)
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with warnings.catch_warnings(), \
+                contextlib.redirect_stdout(stdout), \
+                contextlib.redirect_stderr(stderr):
+            code = script.main(['check', '--config-file', self._write(text)]
+                               + list(args))
+        return subprocess.CompletedProcess(
+            ['check_config.py'], code, stdout.getvalue(), stderr.getvalue())
 
     def test_preemption_without_credentials_is_refused(self):
         result = self._check('[nova_sched_ext]\nscheduler_driver = '
@@ -290,7 +319,8 @@ class CheckConfigDriverTest(base.TestCase):
                       result.stderr)
 
     def test_preemption_with_credentials_is_valid(self):
-        result = self._check(
+        # As devstack runs it.
+        result = self._check_process(
             '[nova_sched_ext]\nscheduler_driver = preemption\n'
             '[nova_sched_ext_evictor]\nauth_type = password\n'
             'auth_url = http://keystone\n', '--scheduler-command', 'bash')
