@@ -29,8 +29,12 @@
     first, dual-NUMA next; the role rules; a cluster without the image or
     without free addresses skipped; the cross-cluster deployment-set cap;
     the preemptible cap per data center; stale capacity (a cluster filled
-    behind the broker's back between its survey and its boot); and last
-    one cluster down (its nova-api stopped). Prints
+    behind the broker's back between its survey and its boot); an uneven
+    dual-NUMA split placed where the even one fits in no cluster (issue
+    28: family ``nse.m2``, 2 vCPUs and 2 GiB, whose uneven variant puts
+    1.5 GiB on one node and 0.5 GiB on the other, after a single-NUMA
+    ``nse.fill`` server of 1.5 GiB on each normal-pool host); and last one
+    cluster down (its nova-api stopped). Prints
     ``broker-clusters: N passed, N failed, N skipped``.
 
 Each compute has two NUMA cells of 2 CPUs and 2 GiB, with no overcommit,
@@ -68,6 +72,18 @@ FLAVORS = (('nse.c2.numa.dpdk', 1, 'dpdk', False),
            ('nse.p2.dpdk', 2, 'dpdk', True),
            ('nse.p2', 2, 'normal', True))
 C2 = [f[0] for f in FLAVORS if f[0].startswith('nse.c2')]
+#: the uneven scenario's family (issue 28): 2 vCPUs and 2 GiB over two
+#: nodes in the normal pool, evenly (1 CPU and 1 GiB a node) or by its
+#: uneven split (1 CPU each, 1.5 GiB on one node and 0.5 GiB on the other)
+M2 = 'nse.m2'
+M2_UNEVEN = {'vcpus': 2, 'ram': 2048,
+             'extra_specs': {'trait:%s' % TRAIT: 'forbidden'},
+             'splits': [{'cpus': [1, 1], 'ram': [1536, 512]}],
+             'name': '{flavor}.u{mem0}-{mem1}'}
+M2_UNEVEN_FLAVOR = 'nse.m2.u1536-512'
+#: one vCPU and 1.5 GiB on one node: on a normal-pool host it leaves one
+#: cell 2 GiB and the other 0.5 GiB, where the even split fits nowhere
+FILLER = 'nse.fill'
 TIMEOUT = 240
 
 
@@ -123,6 +139,8 @@ def write_broker(path):
         'preemptible_caps': {'dc-one': PREEMPTIBLE_CAP},
         'deployment_sets': {'caps': {SET: SET_CAP}},
     }
+    conf['flavor_families'][M2] = {'variants': [dict(
+        _variant(M2, 2, 'normal'), uneven=M2_UNEVEN)]}
     with open(path, 'w') as f:
         yaml.safe_dump(conf, f, default_flow_style=False, sort_keys=False)
 
@@ -135,7 +153,26 @@ def _checked(response):
     return response
 
 
-def setup_cluster(cluster):
+def _uneven_flavors(broker_path):
+    """The uneven variants' flavors: ``{name: (vcpus, ram, specs)}``.
+
+    As ``nova-sched-ext-broker flavors`` prints them from the file.
+    """
+    from nova_sched_ext import broker
+    conf = broker.load_config(broker_path)
+    return {variant.flavor: (variant.vcpus, variant.memory_mb,
+                             variant.flavor_specs())
+            for family in conf.families.values()
+            for variant in family.variants if variant.numa == 'uneven'}
+
+
+def _flavor(conn, name, vcpus, ram, specs):
+    flavor = conn.compute.find_flavor(name) or conn.compute.create_flavor(
+        name=name, vcpus=vcpus, ram=ram, disk=0)
+    conn.compute.create_flavor_extra_specs(flavor, specs)
+
+
+def setup_cluster(cluster, uneven):
     conn = connect(cluster)
     placement = conn.placement
     headers = {'OpenStack-API-Version': 'placement 1.6'}
@@ -160,22 +197,28 @@ def setup_cluster(cluster):
         conn.compute.set_aggregate_metadata(aggregate, {'pool': pool})
         print('%s: %s is the %s pool' % (cluster, name, pool))
     for name, nodes, pool, preemptible in FLAVORS:
-        flavor = conn.compute.find_flavor(name) or conn.compute.create_flavor(
-            name=name, vcpus=2, ram=1024, disk=0)
         specs = {'hw:numa_nodes': str(nodes),
                  'trait:%s' % TRAIT: 'required' if pool == 'dpdk'
                  else 'forbidden'}
         if preemptible:
             specs['nova_sched_ext:preemptible'] = 'true'
-        conn.compute.create_flavor_extra_specs(flavor, specs)
-    print('%s: flavors %s' % (cluster, ', '.join(f[0] for f in FLAVORS)))
+        _flavor(conn, name, 2, 1024, specs)
+    forbidden = {'trait:%s' % TRAIT: 'forbidden'}
+    _flavor(conn, M2, M2_UNEVEN['vcpus'], M2_UNEVEN['ram'],
+            dict(forbidden, **{'hw:numa_nodes': '2'}))
+    for name, (vcpus, ram, specs) in uneven.items():
+        _flavor(conn, name, vcpus, ram, specs)
+    _flavor(conn, FILLER, 1, 1536, dict(forbidden, **{'hw:numa_nodes': '1'}))
+    print('%s: flavors %s' % (cluster, ', '.join(
+        [f[0] for f in FLAVORS] + [M2] + sorted(uneven) + [FILLER])))
 
 
 def setup(args):
     write_clouds(args.clouds)
-    for cluster in CLUSTERS:
-        setup_cluster(cluster)
     write_broker(args.broker)
+    uneven = _uneven_flavors(args.broker)
+    for cluster in CLUSTERS:
+        setup_cluster(cluster, uneven)
     print('clouds.yaml: %s; broker configuration: %s'
           % (args.clouds, args.broker))
     return 0
@@ -259,6 +302,26 @@ class BrokerOnTwoClusters(unittest.TestCase):
                 return
             self.assertLess(time.monotonic(), deadline,
                             '%s: %s not ACTIVE' % (cluster, name))
+            time.sleep(2)
+
+    def boot_fails(self, cluster, flavor):
+        """Boot ``flavor`` where the scheduler chooses; its fault."""
+        conn = self.conns[cluster]
+        server = conn.compute.create_server(
+            name='nse-fails-%s' % flavor.replace('.', '-'),
+            flavor_id=conn.compute.find_flavor(flavor).id,
+            image_id=conn.image.find_image(IMAGE).id,
+            networks=[{'uuid': conn.network.find_network(NETWORK).id}])
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            server = conn.compute.get_server(server.id)
+            self.assertNotEqual('ACTIVE', server.status,
+                                '%s: %s booted' % (cluster, flavor))
+            if server.status == 'ERROR':
+                return (server.fault or {}).get('message', '')
+            self.assertLess(time.monotonic(), deadline,
+                            '%s: %s neither ACTIVE nor ERROR' % (cluster,
+                                                                 flavor))
             time.sleep(2)
 
     def delete_everything(self):
@@ -441,7 +504,35 @@ class BrokerOnTwoClusters(unittest.TestCase):
         self.assertEqual(1, len(direct))
         self.assert_nothing_left(stale, but=direct)
 
-    def test_09_one_cluster_down(self):
+    def test_09_uneven_split_takes_the_leftover(self):
+        # Issue 28: each cluster's normal-pool host keeps 2 GiB on one
+        # cell and 0.5 GiB on the other, so the even split of nse.m2
+        # (1 GiB a node) fits nowhere and its uneven one does.
+        for cluster in CLUSTERS:
+            self.wait_capacity(cluster, M2, 2)
+            self.boot_direct(cluster, FILLER, 'normal')
+            self.wait_capacity(cluster, M2, 0)
+            self.wait_capacity(cluster, M2_UNEVEN_FLAVOR, 1)
+        # Nova agrees: the even split is NoValidHost.
+        self.assertIn('No valid host', self.boot_fails('cluster-a', M2))
+        plan = self.broker().plan(self.request(family=M2))
+        self.assertEqual({M2_UNEVEN_FLAVOR},
+                         {f for _, f in self.flavors_of(plan)})
+        even = [v for v in plan.verdicts
+                if v.variant is not None and v.variant.flavor == M2]
+        self.assertEqual(len(CLUSTERS), len(even))
+        for verdict in even:
+            self.assertFalse(verdict.kept)
+            self.assertIn('capacity 0', verdict.reason)
+        result = self.broker().place(self.request(family=M2))
+        self.assert_placed(result, result.cluster, M2_UNEVEN_FLAVOR, 1)
+        server = [s for s in self.servers(result.cluster)
+                  if s.id in result.servers][0]
+        self.assertEqual(host(result.cluster, 'normal'), server.compute_host)
+        # the leftover is used: no room for either split there now
+        self.wait_capacity(result.cluster, M2_UNEVEN_FLAVOR, 0)
+
+    def test_10_one_cluster_down(self):
         pidfile = self.nova_api_pidfiles['cluster-a']
         with open(pidfile) as f:
             pid = int(f.read().split()[0])
