@@ -109,11 +109,7 @@ function set_values(    count, at, i, j, out, m) {
             if (i == at)
                 for (j = 1; j <= nnew; j++)
                     out[++m] = option " = " new[j]
-            skip = 0
-            for (j = 1; j <= count; j++)
-                if (found[j] == i)
-                    skip = 1
-            if (!skip)
+            if (!is_found(i, count))
                 out[++m] = lines[i]
         }
     } else {
@@ -140,15 +136,19 @@ function set_values(    count, at, i, j, out, m) {
         lines[i] = out[i]
 }
 
-function delete_option(    count, i, j, m, skip) {
+# Whether line i is one of the count lines find_option() found.
+function is_found(i, count,    j) {
+    for (j = 1; j <= count; j++)
+        if (found[j] == i)
+            return 1
+    return 0
+}
+
+function delete_option(    count, i, m) {
     count = find_option()
     m = 0
     for (i = 1; i <= n; i++) {
-        skip = 0
-        for (j = 1; j <= count; j++)
-            if (found[j] == i)
-                skip = 1
-        if (!skip)
+        if (!is_found(i, count))
             lines[++m] = lines[i]
     }
     n = m
