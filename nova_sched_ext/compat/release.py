@@ -125,6 +125,23 @@ def keep_eventlet_out():
         os.environ[DISABLE_EVENTLET] = 'true'
 
 
+def native_threads():
+    """Run the process on native threads, whatever the release's default.
+
+    For a tool that starts threads of its own beside Nova's code (the
+    scale bench's in-process placement server, whose thread would block
+    every green thread on eventlet): :func:`monkey_patch` with
+    ``'threading'``, after setting the environment switch on 31 and 32,
+    whose only patching is eventlet's.  True if the process then runs on
+    native threads; False if eventlet had patched it already (nothing
+    undoes that).
+    """
+    if release() <= 32:
+        os.environ[DISABLE_EVENTLET] = 'true'
+    monkey_patch('threading')
+    return not monkey_patched()
+
+
 def oslo_service_threading():
     """Whether the installed oslo.service has a threading backend.
 

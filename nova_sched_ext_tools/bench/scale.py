@@ -1078,7 +1078,10 @@ def run_size(args, hosts, limit=None):
 
 def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     from nova_sched_ext.compat import release
-    release.monkey_patch('threading')
+    if not release.native_threads():
+        raise BenchError('the scale bench runs on native threads and this '
+                         'process is patched by eventlet already; run it '
+                         'as its own command')
     from nova import context as nova_context
     from nova.scheduler.client import report
     from nova.scheduler import manager as nova_manager

@@ -818,6 +818,29 @@ class TestReleaseSwitches(base.TestCase):
             self.assertEqual(release.installed() <= 31,
                              release.eventlet_disabled())
 
+    def test_native_threads(self):
+        # 31 and 32 patch only with eventlet: the switch keeps it out
+        # before their monkey_patch runs; 33 and 34 take the backend.
+        for major, switched in ((31, True), (32, True), (33, False),
+                                (34, False)):
+            with mock.patch.dict(os.environ, clear=False) as env, \
+                    self.forced(major), \
+                    mock.patch.object(release, 'monkey_patch',
+                                      autospec=True) as patch, \
+                    mock.patch.object(release, 'monkey_patched',
+                                      return_value=False):
+                env.pop(release.DISABLE_EVENTLET, None)
+                self.assertTrue(release.native_threads())
+                self.assertEqual(switched, release.eventlet_disabled(),
+                                 major)
+                patch.assert_called_once_with('threading')
+        # eventlet patched already: nothing undoes it
+        with mock.patch.dict(os.environ, clear=False), \
+                mock.patch.object(release, 'monkey_patch', autospec=True), \
+                mock.patch.object(release, 'monkey_patched',
+                                  return_value=True):
+            self.assertFalse(release.native_threads())
+
     def _numa_constraints(self, extra_specs):
         from nova.virt import hardware
         flavor = objects.Flavor(vcpus=2, memory_mb=1024, name='f',
