@@ -46,7 +46,11 @@ proportion: :func:`nova_sched_ext.broker.config.uneven_variants`),
 tried after the even split, the one the clusters have most room for
 first.  After every run, :func:`leftover` counts what the cloud still
 takes of the trace's dual-NUMA sizes, even and uneven, with the same
-count as the clusters' capacity.
+count as the clusters' capacity, and :func:`end_fill` places what it can
+of the run's rejected dual-NUMA requests, with uneven splits, in the
+room left at its end: the uneven variants' gain for a broker that knew
+no other request was coming (an upper bound the online broker, which
+cannot know it, is measured against).
 
 What is left out, and why: the trace's server groups (affinity,
 anti-affinity, fault domains) are each cluster's scheduler's business,
@@ -110,6 +114,9 @@ class RunResult:
     #: what the cloud takes after the run: ``[(size, even, uneven)]``,
     #: see :func:`leftover`
     leftover: list = dataclasses.field(default_factory=list)
+    #: the rejected dual-NUMA requests an uneven split places in the room
+    #: left at the end: ``(requests, vCPUs)``, see :func:`end_fill`
+    end_fill: tuple = (0, 0)
     #: boots that found no room (stale capacity), each followed by the
     #: next candidate
     failed_boots: int = 0
@@ -129,6 +136,8 @@ class RunResult:
                 'leftover': [{'size': size, 'even': even,
                               'best_uneven': uneven}
                              for size, even, uneven in self.leftover],
+                'end_fill': {'placed': self.end_fill[0],
+                             'placed_vcpus': self.end_fill[1]},
                 'failed_boots': self.failed_boots,
                 'by_cluster': dict(self.by_cluster)}
 
@@ -381,6 +390,67 @@ def leftover(world, sizes, share=DEFAULT_UNEVEN_SHARE):
     return result
 
 
+def end_fill(world, rejected, share=DEFAULT_UNEVEN_SHARE):
+    """Place rejected requests with uneven splits in what is left.
+
+    ``rejected``: ``(vcpus, memory_mb)`` of the run's rejected requests
+    that had a dual-NUMA variant, in the order they came.  Each is tried,
+    in that order, with the uneven splits of the ``share`` rule (the one
+    the clouds' clusters take most of first, in the cluster with most
+    room for it first) and placed as the replay places (best fit), on a
+    copy of ``world``'s hosts.  Returns ``(requests, vCPUs)`` placed.
+
+    No request comes after these, so this is what uneven splits gain on
+    the room the run stranded, with none of the cost an online broker
+    pays when a smaller request would have used that room later.
+    """
+    shapes = {}
+    by_size = {}
+    for vcpus, memory_mb in rejected:
+        if (vcpus, memory_mb) in by_size:
+            continue
+        section = uneven_section(vcpus, memory_mb, share)
+        names = []
+        if section is not None:
+            for variant in broker_config.uneven_variants(
+                    broker_config._Checker('end fill'), broker_config.Variant(
+                        flavor='x', pool=POOL, numa=broker_config.DUAL),
+                    section, 'uneven'):
+                name = '%dc%dg:%s' % (vcpus, memory_mb, variant.cells)
+                shapes[name] = uneven_shape(variant.cells)
+                names.append(name)
+        by_size[(vcpus, memory_mb)] = names
+    if not shapes:
+        return (0, 0)
+    filler = SimulatedClusters({}, shapes)
+    for name, models in world.hosts.items():
+        filler.hosts[name] = list(models)
+        filler.counts[name] = filler._count(models)
+        filler.totals[name] = [sum(c[k] for c in filler.counts[name])
+                               for k in range(len(filler.shapes))]
+    placed = vcpus_placed = 0
+    for vcpus, memory_mb in rejected:
+        names = by_size[(vcpus, memory_mb)]
+
+        def room(name):
+            k = filler.shape_index[name]
+            return sum(totals[k] for totals in filler.totals.values())
+        done = False
+        for name in sorted(names, key=room, reverse=True):
+            k = filler.shape_index[name]
+            for cluster in sorted(filler.totals,
+                                  key=lambda c: -filler.totals[c][k]):
+                if filler.totals[cluster][k] and filler.place(cluster, name):
+                    done = True
+                    break
+            if done or not room(name):
+                break
+        if done:
+            placed += 1
+            vcpus_placed += vcpus
+    return (placed, vcpus_placed)
+
+
 def replay(label, hosts, requests, mode, chooser_name, clusters=3,
            refresh=1, uneven=None, leftover_sizes=()):
     """One run: a :class:`RunResult`.
@@ -388,7 +458,8 @@ def replay(label, hosts, requests, mode, chooser_name, clusters=3,
     ``mode``: one of :data:`MODES`, with :data:`UNEVEN_SUFFIX` for the
     uneven variants of ``uneven`` percent (default
     :data:`DEFAULT_UNEVEN_SHARE`); ``leftover_sizes``: the ``(vcpus,
-    memory_mb)`` whose :func:`leftover` is counted after the run.
+    memory_mb)`` whose :func:`leftover` is counted after the run; with
+    them, :func:`end_fill` is measured after the run too.
     """
     by_cluster = split_by_racks(hosts, clusters)
     base_mode = mode
@@ -407,6 +478,7 @@ def replay(label, hosts, requests, mode, chooser_name, clusters=3,
     result = RunResult(trace=label, mode=mode, chooser=chooser_name,
                        by_cluster={name: 0 for name in by_cluster})
     snapshot = None
+    rejected = []
     for i, trace_request in enumerate(requests):
         if refresh > 1 and i % refresh == 0:
             snapshot = world.snapshot()
@@ -432,10 +504,14 @@ def replay(label, hosts, requests, mode, chooser_name, clusters=3,
                 if candidate.variant.numa == broker_config.UNEVEN:
                     result.uneven += 1
                 break
+        else:
+            if any(v.numa == broker_config.DUAL for v in variants):
+                rejected.append((trace_request.flavor.vcpus,
+                                 trace_request.flavor.memory_mb))
     if leftover_sizes:
-        result.leftover = leftover(
-            world, leftover_sizes,
-            uneven if uneven is not None else DEFAULT_UNEVEN_SHARE)
+        share = uneven if uneven is not None else DEFAULT_UNEVEN_SHARE
+        result.leftover = leftover(world, leftover_sizes, share)
+        result.end_fill = end_fill(world, rejected, share)
     return result
 
 
@@ -454,6 +530,9 @@ def table(results):
         headers += tuple('left %s even/uneven' % size for size in sizes)
         rows = [row + tuple('%d/%d' % (even, uneven)
                             for _s, even, uneven in r.leftover)
+                for row, r in zip(rows, results)]
+        headers += ('end fill', 'end fill vCPUs')
+        rows = [row + (str(r.end_fill[0]), str(r.end_fill[1]))
                 for row, r in zip(rows, results)]
     widths = [max(len(h), *(len(row[i]) for row in rows))
               for i, h in enumerate(headers)]

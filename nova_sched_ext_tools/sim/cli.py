@@ -346,7 +346,9 @@ def build_parser():
                      'uneven dual-NUMA variants (every split giving each '
                      'node at least PCT %%%% of the vCPUs, default %d), and '
                      'count what the cloud still takes of the %d largest '
-                     'dual-NUMA sizes after each run'
+                     'dual-NUMA sizes after each run and how many of its '
+                     'rejected dual-NUMA requests an uneven split places '
+                     'in what is left (the end fill)'
                      % (BROKER_UNEVEN_SHARE, BROKER_LEFTOVER_SIZES))
     dfg = parser.add_argument_group(
         'defragmentation (see doc/source/defrag.rst)')

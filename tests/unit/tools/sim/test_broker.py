@@ -134,16 +134,47 @@ class TestReplay(base.TestCase):
                               leftover_sizes=sizes)
         self.assertEqual((0, 0), (fixed.placed, fixed.uneven))
         self.assertEqual([('16c32g', 0, 1)], fixed.leftover)
+        # the rejected request, placed at the end in what is left
+        self.assertEqual((1, 16), fixed.end_fill)
         uneven = broker.replay('t', hosts, requests, 'fixed+uneven',
                                'most-capacity', clusters=1,
                                leftover_sizes=sizes)
         self.assertEqual((1, 16, 1, 0), (uneven.placed, uneven.placed_vcpus,
                                          uneven.uneven, uneven.converted))
         self.assertEqual([('16c32g', 0, 0)], uneven.leftover)
+        self.assertEqual((0, 0), uneven.end_fill)
         # a share of 40 % leaves 16 vCPUs only 9 + 7: no room for it
         strict = broker.replay('t', hosts, requests, 'fixed+uneven',
-                               'most-capacity', clusters=1, uneven=40)
+                               'most-capacity', clusters=1, uneven=40,
+                               leftover_sizes=sizes)
         self.assertEqual((0, 0), (strict.placed, strict.uneven))
+        self.assertEqual((0, 0), strict.end_fill)
+
+    def test_an_uneven_guest_takes_what_smaller_ones_would_use(self):
+        # The trade the trace shows: placed online, the uneven 16c32g
+        # fills the host and the eight 2c4g after it are refused (1
+        # request); without uneven variants the eight take the same
+        # room (8 requests, the same vCPUs) and nothing is left for the
+        # end fill.  With no small requests coming, the end fill places
+        # the 16c32g in the room the run left.
+        hosts = [host('a', '1', (12, 24), (4, 8))]
+        requests = ([request(0, 16, 32, numa=2)] +
+                    [request(i, 2, 4) for i in range(1, 9)])
+        sizes = broker.dual_sizes(requests)
+        fixed = broker.replay('t', hosts, requests, 'fixed',
+                              'most-capacity', clusters=1,
+                              leftover_sizes=sizes)
+        uneven = broker.replay('t', hosts, requests, 'fixed+uneven',
+                               'most-capacity', clusters=1,
+                               leftover_sizes=sizes)
+        self.assertEqual((8, 16, (0, 0)),
+                         (fixed.placed, fixed.placed_vcpus, fixed.end_fill))
+        self.assertEqual((1, 16, 1), (uneven.placed, uneven.placed_vcpus,
+                                      uneven.uneven))
+        alone = broker.replay('t', hosts, requests[:1], 'fixed',
+                              'most-capacity', clusters=1,
+                              leftover_sizes=sizes)
+        self.assertEqual((0, (1, 16)), (alone.placed, alone.end_fill))
 
     def test_uneven_variants_only_on_dual_variants_that_split(self):
         conf = broker.broker_config_for(
@@ -203,6 +234,8 @@ class TestCommand(base.TestCase):
                              for c in broker.CHOOSERS), set(runs))
         self.assertEqual(['8c16g'], [left['size'] for left in runs[
             'fixed+uneven', 'best-fit']['leftover']])
+        self.assertEqual(['placed', 'placed_vcpus'], sorted(runs[
+            'fixed', 'best-fit']['end_fill']))
 
     def test_options(self):
         hosts = os.path.join(self.tmp, 'hosts.csv')
