@@ -87,6 +87,10 @@ class Provider(typing.NamedTuple):
     inventories: dict          # {resource class: Inventory}
     usages: dict               # {resource class: used}
     traits: frozenset
+    #: the aggregates it is a member of (the candidate query's member_of)
+    aggregates: frozenset = frozenset()
+    #: placement's generation of the provider, when read with it
+    generation: typing.Optional[int] = None
 
 
 class ProviderRoom(typing.NamedTuple):

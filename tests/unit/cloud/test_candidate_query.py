@@ -1,0 +1,412 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The kept state's candidate query against placement's own.
+
+Random clouds (inventories with reserved amounts, allocation ratios and
+units, usages, some over capacity, traits, aggregates) are written into
+openstack-placement itself, in this process on an in-memory sqlite
+(``placement.direct``, no HTTP), and each random query of the subset is
+asked of placement's ``GET /allocation_candidates`` at Nova's
+microversion and of :func:`candidate_query.answer`: the same allocation
+requests and provider summaries, up to order.
+"""
+
+import logging
+from unittest import mock
+from urllib import parse as urlparse
+import uuid as uuid_lib
+
+import fixtures
+import hypothesis
+from hypothesis import strategies as st
+
+from nova_sched_ext.cloud import candidate_query as cq
+from nova_sched_ext.cloud import placement as p
+from tests import base
+
+CLASSES = ('VCPU', 'MEMORY_MB', 'DISK_GB', 'CUSTOM_NSE_GPU')
+TRAITS = ('HW_CPU_X86_AVX', 'COMPUTE_STATUS_DISABLED', 'CUSTOM_NSE_A',
+          'CUSTOM_NSE_B')
+AGGREGATES = tuple(str(uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS, 'agg%d' % i))
+                   for i in range(3))
+RATIOS = (1.0, 0.57, 1.5, 4.0, 16.0)
+#: how many providers an example's cloud has at most
+MAX_PROVIDERS = 6
+
+_PLACEMENT = {}
+
+
+def placement_conf():
+    """Placement's configuration on an in-memory sqlite, once per process.
+
+    Placement's database engine is global to the process (its
+    ``db_api``), so every test here shares one database and empties it.
+    """
+    if 'conf' not in _PLACEMENT:
+        from oslo_config import cfg
+        from placement import conf as placement_conf
+        from placement import db_api
+        from placement import deploy
+        conf = cfg.ConfigOpts()
+        placement_conf.register_opts(conf)
+        conf.set_default('connection', 'sqlite://',
+                         group='placement_database')
+        conf([], default_config_files=[])
+        conf.set_override('sync_on_startup', True,
+                          group='placement_database')
+        db_api.configure(conf)
+        deploy.update_database(conf)
+        # Once: placement.direct loads the application for every request,
+        # which would migrate the schema each time.
+        conf.set_override('sync_on_startup', False,
+                          group='placement_database')
+        _PLACEMENT['conf'] = conf
+    return _PLACEMENT['conf']
+
+
+class Placement(object):
+    """A client of the in-process placement, at a microversion."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def call(self, method, url, body=None, version='1.36', ok=(200, 204)):
+        kwargs = {'microversion': version}
+        if body is not None:
+            kwargs['json'] = body
+        resp = getattr(self.client, method)(url, **kwargs)
+        assert resp.status_code in ok, (method, url, resp.status_code,
+                                        resp.text)
+        return resp.json() if resp.status_code == 200 else None
+
+    def reset(self):
+        for rp in self.call('get', '/resource_providers')[
+                'resource_providers']:
+            allocations = self.call(
+                'get', '/resource_providers/%s/allocations' % rp['uuid'])
+            for consumer in allocations['allocations']:
+                self.call('delete', '/allocations/%s' % consumer,
+                          ok=(204, 404))
+            self.call('delete', '/resource_providers/%s' % rp['uuid'])
+
+    def create(self, cloud):
+        """Write ``cloud`` (see :func:`clouds`); its Providers, in order."""
+        for name in CLASSES:
+            if name.startswith('CUSTOM_'):
+                self.call('put', '/resource_classes/%s' % name,
+                          ok=(201, 204))
+        for name in TRAITS:
+            if name.startswith('CUSTOM_'):
+                self.call('put', '/traits/%s' % name, ok=(201, 204))
+        providers = []
+        for i, spec in enumerate(cloud):
+            uuid = str(uuid_lib.uuid4())
+            self.call('post', '/resource_providers',
+                      {'uuid': uuid, 'name': 'rp%d-%s' % (i, uuid[:8])})
+            base_url = '/resource_providers/%s' % uuid
+            # Usages first, on inventories that allow them; then the
+            # real inventories, which may leave a provider over capacity
+            # (placement allows that: a ratio or reserve changed later).
+            gen = 0
+            if spec['usages']:
+                gen = self.call('put', base_url + '/inventories', {
+                    'resource_provider_generation': gen,
+                    'inventories': {rc: {'total': used, 'max_unit': used}
+                                    for rc, used in spec['usages'].items()},
+                })['resource_provider_generation']
+                consumer = str(uuid_lib.uuid4())
+                self.call('put', '/allocations/%s' % consumer, {
+                    'allocations': {uuid: {'resources': spec['usages']}},
+                    'project_id': str(uuid_lib.uuid4()),
+                    'user_id': str(uuid_lib.uuid4()),
+                    'consumer_generation': None})
+                gen = self.call('get', base_url)['generation']
+            if spec['inventories']:
+                gen = self.call('put', base_url + '/inventories', {
+                    'resource_provider_generation': gen,
+                    'inventories': {rc: dict(inv._asdict())
+                                    for rc, inv in
+                                    spec['inventories'].items()},
+                })['resource_provider_generation']
+            if spec['traits']:
+                gen = self.call('put', base_url + '/traits', {
+                    'resource_provider_generation': gen,
+                    'traits': sorted(spec['traits'])})[
+                        'resource_provider_generation']
+            if spec['aggregates']:
+                self.call('put', base_url + '/aggregates', {
+                    'resource_provider_generation': gen,
+                    'aggregates': sorted(spec['aggregates'])})
+            providers.append(p.Provider(
+                uuid=uuid, name='rp%d' % i, parent_uuid=None,
+                inventories=spec['inventories'],
+                usages={rc: spec['usages'].get(rc, 0)
+                        for rc in spec['inventories']},
+                traits=frozenset(spec['traits']),
+                aggregates=frozenset(spec['aggregates'])))
+        return providers
+
+
+@st.composite
+def inventories(draw, rc):
+    total = draw(st.integers(1, 64))
+    reserved = draw(st.sampled_from((0, 0, 1, total - 1)))
+    step = draw(st.sampled_from((1, 1, 1, 2, 4)))
+    min_unit = min(draw(st.sampled_from((1, 1, 1, 2, 3))), total)
+    max_unit = draw(st.one_of(st.just(total), st.integers(min_unit, total)))
+    return p.Inventory(total=total, reserved=reserved, min_unit=min_unit,
+                       max_unit=max_unit, step_size=step,
+                       allocation_ratio=draw(st.sampled_from(RATIOS)))
+
+
+@st.composite
+def providers(draw):
+    """A compute node: VCPU and MEMORY_MB, maybe DISK_GB and a GPU."""
+    classes = ['VCPU', 'MEMORY_MB'] + draw(st.lists(
+        st.sampled_from(CLASSES[2:]), unique=True))
+    invs = {rc: draw(inventories(rc)) for rc in classes}
+    usages = {}
+    for rc, inv in invs.items():
+        # mostly room left; sometimes full or over capacity
+        used = draw(st.one_of(st.integers(0, inv.total // 2),
+                              st.integers(0, inv.total + 8)))
+        if used:
+            usages[rc] = used
+    return {'inventories': invs, 'usages': usages,
+            'traits': draw(st.frozensets(st.sampled_from(TRAITS),
+                                         max_size=2)),
+            'aggregates': draw(st.frozensets(st.sampled_from(AGGREGATES),
+                                             max_size=2))}
+
+
+@st.composite
+def queries(draw, count):
+    """``(query parameters, in_tree index or None)`` of the subset."""
+    resources = {'VCPU': draw(st.integers(1, 4)),
+                 'MEMORY_MB': draw(st.integers(1, 8))}
+    for rc in CLASSES[2:]:
+        if draw(st.integers(0, 3)) == 0:
+            resources[rc] = draw(st.integers(1, 4))
+    traits = draw(st.lists(st.sampled_from(TRAITS), unique=True,
+                           max_size=2))
+    cut = draw(st.integers(0, len(traits)))
+    required = sorted(traits[:cut]) + ['!' + t for t in sorted(traits[cut:])]
+    params = [('resources', ','.join('%s:%d' % item
+                                     for item in sorted(resources.items())))]
+    if required:
+        params.append(('required', ','.join(required)))
+    for any_of in draw(st.lists(st.frozensets(st.sampled_from(AGGREGATES),
+                                              min_size=1), max_size=2)):
+        params.append(('member_of', 'in:' + ','.join(sorted(any_of))))
+    forbidden = draw(st.frozensets(st.sampled_from(AGGREGATES), max_size=1))
+    if forbidden:
+        params.append(('member_of', '!in:' + ','.join(sorted(forbidden))))
+    if draw(st.booleans()):
+        params.append(('root_required', '!COMPUTE_STATUS_DISABLED'))
+    in_tree = None
+    if count and draw(st.integers(0, 3)) == 0:
+        in_tree = draw(st.integers(0, count - 1))
+    params.append(('limit', str(MAX_PROVIDERS)))
+    return params, in_tree
+
+
+def normalized(allocation_requests, summaries):
+    """Placement's answer, order-free."""
+    requests = sorted(
+        (sorted((rp, sorted(a['resources'].items()))
+                for rp, a in ar['allocations'].items()),
+         sorted((k, sorted(v)) for k, v in ar['mappings'].items()))
+        for ar in allocation_requests)
+    return requests, {rp: dict(s, traits=sorted(s['traits']))
+                      for rp, s in summaries.items()}
+
+
+class _Quiet(fixtures.Fixture):
+    """A logger at WARNING for one test."""
+
+    def __init__(self, name):
+        super().__init__()
+        self.logger = logging.getLogger(name)
+
+    def _setUp(self):
+        self.addCleanup(self.logger.setLevel, self.logger.level)
+        self.logger.setLevel(logging.WARNING)
+
+
+class _Direct(fixtures.Fixture):
+    """``placement.direct.PlacementDirect`` entered for one test."""
+
+    def __init__(self, direct):
+        super().__init__()
+        self.direct = direct
+
+    def _setUp(self):
+        self.client = self.direct.__enter__()
+        self.addCleanup(self.direct.__exit__, None, None, None)
+
+
+class TestAgainstPlacement(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        # Placement logs every request at DEBUG; the capture would spend
+        # more than the requests.
+        for name in ('placement', 'oslo_concurrency', 'oslo_policy'):
+            self.useFixture(_Quiet(name))
+        from placement import direct
+        client = self.useFixture(_Direct(direct.PlacementDirect(
+            placement_conf()))).client
+        self.placement = Placement(client)
+        self.placement.reset()
+
+    def compare(self, kept, params):
+        querystring = urlparse.urlencode(sorted(params))
+        theirs = self.placement.call(
+            'get', '/allocation_candidates?' + querystring,
+            version=cq.MICROVERSION)
+        ours = cq.answer(cq.parse(querystring), kept)
+        self.assertEqual(normalized(theirs['allocation_requests'],
+                                    theirs['provider_summaries']),
+                         normalized(*ours), querystring)
+        return {uuid for ar in ours[0] for uuid in ar['allocations']}
+
+    def test_a_known_cloud(self):
+        def node(vcpu, used, ratio=1.0, step=1, traits=(), aggs=()):
+            return {'inventories': {
+                'VCPU': p.Inventory(total=vcpu, step_size=step,
+                                    max_unit=vcpu, allocation_ratio=ratio),
+                'MEMORY_MB': p.Inventory(total=16, max_unit=16)},
+                'usages': {'VCPU': used} if used else {},
+                'traits': frozenset(traits), 'aggregates': frozenset(aggs)}
+        kept = self.placement.create([
+            node(8, 6),                                  # 0: fits exactly
+            node(8, 3, ratio=0.57),                      # 1: capacity 4
+            node(8, 0, step=4),                          # 2: 2 not a step
+            node(8, 0, traits=['COMPUTE_STATUS_DISABLED']),   # 3
+            node(8, 0, aggs=[AGGREGATES[2]]),            # 4: forbidden
+            node(8, 9),                                  # 5: over capacity
+            node(8, 0, traits=['CUSTOM_NSE_A'],
+                 aggs=[AGGREGATES[0]]),                  # 6: fits
+            node(8, 0, aggs=AGGREGATES[:2]),             # 7: fits
+        ])
+        found = self.compare(kept, [
+            ('resources', 'MEMORY_MB:4,VCPU:2'),
+            ('required', '!COMPUTE_STATUS_DISABLED'),
+            ('member_of', '!in:' + AGGREGATES[2]), ('limit', '10')])
+        self.assertEqual({kept[0].uuid, kept[6].uuid, kept[7].uuid}, found)
+        # member_of twice: in one of each
+        found = self.compare(kept, [
+            ('resources', 'MEMORY_MB:4,VCPU:2'),
+            ('member_of', 'in:' + AGGREGATES[0]),
+            ('member_of', 'in:' + AGGREGATES[1])])
+        self.assertEqual({kept[7].uuid}, found)
+        # a limit keeps that many of the candidates, as placement does
+        # (which ones is placement's order, not compared)
+        query = cq.parse('resources=MEMORY_MB:4,VCPU:2&limit=2')
+        ours, summaries = cq.answer(query, kept)
+        theirs = self.placement.call(
+            'get', '/allocation_candidates?resources=MEMORY_MB:4,VCPU:2'
+            '&limit=2', version=cq.MICROVERSION)
+        self.assertEqual(2, len(ours))
+        self.assertEqual(len(theirs['allocation_requests']), len(ours))
+        self.assertEqual(len(theirs['provider_summaries']), len(summaries))
+        found = self.compare(kept, [
+            ('resources', 'MEMORY_MB:4,VCPU:2'),
+            ('member_of', 'in:%s,%s' % (AGGREGATES[0], AGGREGATES[1])),
+            ('required', 'CUSTOM_NSE_A')])
+        self.assertEqual({kept[6].uuid}, found)
+        found = self.compare(kept, [('resources', 'MEMORY_MB:4,VCPU:2'),
+                                    ('in_tree', kept[3].uuid)])
+        self.assertEqual({kept[3].uuid}, found)
+
+    @hypothesis.settings(
+        max_examples=base.hypothesis_examples(0.1, 10), deadline=None,
+        suppress_health_check=list(hypothesis.HealthCheck),
+        database=None)
+    @hypothesis.given(cloud=st.lists(providers(), max_size=MAX_PROVIDERS),
+                      data=st.data())
+    def test_same_answer_as_placement(self, cloud, data):
+        self.placement.reset()
+        kept = self.placement.create(cloud)
+        for _ in range(3):
+            params, in_tree = data.draw(queries(len(kept)))
+            if in_tree is not None:
+                params.append(('in_tree', kept[in_tree].uuid))
+            found = self.compare(kept, params)
+            hypothesis.event('candidates: %d' % len(found))
+
+
+class TestSubset(base.TestCase):
+    """What the kept state answers, and what it leaves to placement."""
+
+    def test_novas_own_query_of_a_flavor(self):
+        # The query Nova builds for a plain flavor, with what its request
+        # filters add (an aggregate the tenant is isolated to, one it is
+        # kept out of, disabled computes left out), is inside the subset.
+        from nova import objects
+        from nova.scheduler import utils as scheduler_utils
+        from nova_sched_ext.compat import nova as nova_compat
+        objects.register_all()
+        spec = objects.RequestSpec(
+            flavor=objects.Flavor(vcpus=2, memory_mb=2048, root_gb=10,
+                                  ephemeral_gb=0, swap=0,
+                                  extra_specs={'trait:CUSTOM_NSE_A':
+                                               'required'}),
+            image=objects.ImageMeta(properties=objects.ImageMetaProps()),
+            is_bfv=False, request_level_params=objects.RequestLevelParams(
+                root_required=set(),
+                root_forbidden={'COMPUTE_STATUS_DISABLED'}),
+            requested_destination=objects.Destination(
+                aggregates=[','.join(AGGREGATES[:2])],
+                forbidden_aggregates={AGGREGATES[2]}))
+        request = scheduler_utils.resources_from_request_spec(
+            None, spec, mock.Mock(), enable_pinning_translate=True)
+        nova_compat.set_query_limit(request, 1000)
+        query = cq.parse(request.to_querystring())
+        self.assertEqual(cq.Query(
+            resources={'VCPU': 2, 'MEMORY_MB': 2048, 'DISK_GB': 10},
+            required=frozenset({'CUSTOM_NSE_A'}),
+            member_of=(frozenset(AGGREGATES[:2]),),
+            forbidden_aggregates=frozenset({AGGREGATES[2]}),
+            root_forbidden=frozenset({'COMPUTE_STATUS_DISABLED'}),
+            limit=1000), query)
+
+    def test_outside(self):
+        for querystring, why in (
+                ('resources=VCPU:1&resources1=VGPU:1', 'resources1'),
+                ('resources=VCPU:1&same_subtree=_a,_b', 'same_subtree'),
+                ('resources=VCPU:1&required=in:A,B', 'any-of traits'),
+                ('required=CUSTOM_A', 'no resources'),
+                ('resources=VCPU:0', "'VCPU:0'"),
+                ('resources=VCPU:1&resources=VCPU:2', 'twice'),
+                ('resources=VCPU:1&limit=0', 'limit=0')):
+            error = self.assertRaises(cq.OutsideSubset, cq.parse,
+                                      querystring)
+            self.assertIn(why, str(error), querystring)
+
+    def test_nested_or_sharing_providers_go_to_placement(self):
+        inventory = {'VCPU': p.Inventory(total=8, max_unit=8)}
+        root = p.Provider(uuid='r', name='r', parent_uuid=None,
+                          inventories=inventory, usages={},
+                          traits=frozenset())
+        query = cq.parse('resources=VCPU:1')
+        self.assertEqual(1, len(cq.answer(query, [root])[0]))
+        for other, why in (
+                (root._replace(uuid='c', parent_uuid='r'), 'nested'),
+                (root._replace(uuid='s', traits=frozenset(
+                    [cq.SHARING_TRAIT])), 'shares')):
+            # wherever it is in the list, and whether it fits or not
+            for providers in ([root, other], [other, root]):
+                error = self.assertRaises(cq.OutsideSubset, cq.answer,
+                                          query, providers)
+                self.assertIn(why, str(error))
