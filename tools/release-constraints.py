@@ -43,7 +43,7 @@ the Python the tests use (3.11 here).
 The newest versions a release's own requirements allow are not always
 versions it works with: a library may since have dropped what that
 release still uses (placement 13 and Nova 31's test fixtures set
-``[oslo_policy] enforce_scope``, which oslo.policy 4.6 removed).  OpenStack
+``[oslo_policy] enforce_scope``, which oslo.policy 6.0 removed).  OpenStack
 caps each stable branch's libraries with its ``upper-constraints.txt``
 (openstack/requirements, branch ``stable/2025.1`` ...); give that file
 with ``--upper-constraints 2025.1=FILE`` and the resolution stays under
