@@ -63,6 +63,7 @@ from urllib import parse as urlparse
 
 from nova_sched_ext.cloud import placement
 from nova_sched_ext.cloud import room
+from nova_sched_ext import exception as sched_ext_exception
 
 #: Nova's microversion for the query (``SAME_SUBTREE_VERSION``, 31 to 34).
 MICROVERSION = '1.36'
@@ -75,8 +76,11 @@ KNOWN = frozenset(('resources', 'required', 'member_of', 'in_tree',
                    'limit', 'group_policy', 'root_required'))
 
 
-class OutsideSubset(Exception):
-    """The query or the cloud needs placement's own answer; says why."""
+class OutsideSubset(sched_ext_exception.NovaSchedExtError):
+    """The query or the cloud needs placement's own answer; says why.
+
+    Not an error of anyone's: the caller asks placement instead.
+    """
 
 
 class Query(typing.NamedTuple):
