@@ -600,6 +600,14 @@ def build_parser():
         parents=[common])
     from nova_sched_ext_tools.bench import scale as scale_bench
     scale_bench.add_arguments(scale)
+    placement_read = sub.add_parser(
+        'placement-read', help='what reading placement costs: the capacity '
+                               'count\'s read, the cheapest listing, '
+                               'placement\'s candidates query and the same '
+                               'answered from kept state',
+        parents=[common])
+    from nova_sched_ext_tools.bench import placement_read as read_bench
+    read_bench.add_arguments(placement_read)
     return parser
 
 
@@ -623,6 +631,9 @@ def main(argv=None):
     if args.command == 'scale':
         from nova_sched_ext_tools.bench import scale as scale_bench
         return scale_bench.run(args)
+    if args.command == 'placement-read':
+        from nova_sched_ext_tools.bench import placement_read as read_bench
+        return read_bench.run(args)
     if args.command == 'victims':
         from nova_sched_ext_tools.bench import victims as victims_bench
         return victims_bench.run(args)

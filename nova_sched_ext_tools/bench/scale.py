@@ -1320,7 +1320,7 @@ def add_arguments(parser):
     parser.add_argument('--db-prefix', default=None, help=argparse.SUPPRESS)
 
 
-def _sizes(text, option='--hosts'):
+def parse_sizes(text, option='--hosts'):
     try:
         sizes = [int(part) for part in text.split(',') if part.strip()]
     except ValueError:
@@ -1334,11 +1334,11 @@ def _sizes(text, option='--hosts'):
 def run(args):
     """Entry point of ``nova-sched-ext-bench scale``; an exit code."""
     try:
-        sizes = _sizes(args.hosts)
+        sizes = parse_sizes(args.hosts)
         limits = [None]
         if args.max_placement_results is not None:
-            limits = _sizes(args.max_placement_results,
-                            '--max-placement-results')
+            limits = parse_sizes(args.max_placement_results,
+                                 '--max-placement-results')
         if args.requests < 1:
             raise BenchError('--requests must be at least 1')
         started = time.perf_counter()

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from nova_sched_ext.cloud import candidate_query as cq
 from nova_sched_ext.cloud import placement as p
+from nova_sched_ext_tools import placement_direct
 from tests import base
 
 CLASSES = ('VCPU', 'MEMORY_MB', 'DISK_GB', 'CUSTOM_NSE_GPU')
@@ -42,119 +43,6 @@ AGGREGATES = tuple(str(uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS, 'agg%d' % i))
 RATIOS = (1.0, 0.57, 1.5, 4.0, 16.0)
 #: how many providers an example's cloud has at most
 MAX_PROVIDERS = 6
-
-_PLACEMENT = {}
-
-
-def placement_conf():
-    """Placement's configuration on an in-memory sqlite, once per process.
-
-    Placement's database engine is global to the process (its
-    ``db_api``), so every test here shares one database and empties it.
-    """
-    if 'conf' not in _PLACEMENT:
-        from oslo_config import cfg
-        from placement import conf as placement_conf
-        from placement import db_api
-        from placement import deploy
-        conf = cfg.ConfigOpts()
-        placement_conf.register_opts(conf)
-        conf.set_default('connection', 'sqlite://',
-                         group='placement_database')
-        conf([], default_config_files=[])
-        conf.set_override('sync_on_startup', True,
-                          group='placement_database')
-        db_api.configure(conf)
-        deploy.update_database(conf)
-        # Once: placement.direct loads the application for every request,
-        # which would migrate the schema each time.
-        conf.set_override('sync_on_startup', False,
-                          group='placement_database')
-        _PLACEMENT['conf'] = conf
-    return _PLACEMENT['conf']
-
-
-class Placement(object):
-    """A client of the in-process placement, at a microversion."""
-
-    def __init__(self, client):
-        self.client = client
-
-    def call(self, method, url, body=None, version='1.36', ok=(200, 204)):
-        kwargs = {'microversion': version}
-        if body is not None:
-            kwargs['json'] = body
-        resp = getattr(self.client, method)(url, **kwargs)
-        assert resp.status_code in ok, (method, url, resp.status_code,
-                                        resp.text)
-        return resp.json() if resp.status_code == 200 else None
-
-    def reset(self):
-        for rp in self.call('get', '/resource_providers')[
-                'resource_providers']:
-            allocations = self.call(
-                'get', '/resource_providers/%s/allocations' % rp['uuid'])
-            for consumer in allocations['allocations']:
-                self.call('delete', '/allocations/%s' % consumer,
-                          ok=(204, 404))
-            self.call('delete', '/resource_providers/%s' % rp['uuid'])
-
-    def create(self, cloud):
-        """Write ``cloud`` (see :func:`clouds`); its Providers, in order."""
-        for name in CLASSES:
-            if name.startswith('CUSTOM_'):
-                self.call('put', '/resource_classes/%s' % name,
-                          ok=(201, 204))
-        for name in TRAITS:
-            if name.startswith('CUSTOM_'):
-                self.call('put', '/traits/%s' % name, ok=(201, 204))
-        providers = []
-        for i, spec in enumerate(cloud):
-            uuid = str(uuid_lib.uuid4())
-            self.call('post', '/resource_providers',
-                      {'uuid': uuid, 'name': 'rp%d-%s' % (i, uuid[:8])})
-            base_url = '/resource_providers/%s' % uuid
-            # Usages first, on inventories that allow them; then the
-            # real inventories, which may leave a provider over capacity
-            # (placement allows that: a ratio or reserve changed later).
-            gen = 0
-            if spec['usages']:
-                gen = self.call('put', base_url + '/inventories', {
-                    'resource_provider_generation': gen,
-                    'inventories': {rc: {'total': used, 'max_unit': used}
-                                    for rc, used in spec['usages'].items()},
-                })['resource_provider_generation']
-                consumer = str(uuid_lib.uuid4())
-                self.call('put', '/allocations/%s' % consumer, {
-                    'allocations': {uuid: {'resources': spec['usages']}},
-                    'project_id': str(uuid_lib.uuid4()),
-                    'user_id': str(uuid_lib.uuid4()),
-                    'consumer_generation': None})
-                gen = self.call('get', base_url)['generation']
-            if spec['inventories']:
-                gen = self.call('put', base_url + '/inventories', {
-                    'resource_provider_generation': gen,
-                    'inventories': {rc: dict(inv._asdict())
-                                    for rc, inv in
-                                    spec['inventories'].items()},
-                })['resource_provider_generation']
-            if spec['traits']:
-                gen = self.call('put', base_url + '/traits', {
-                    'resource_provider_generation': gen,
-                    'traits': sorted(spec['traits'])})[
-                        'resource_provider_generation']
-            if spec['aggregates']:
-                self.call('put', base_url + '/aggregates', {
-                    'resource_provider_generation': gen,
-                    'aggregates': sorted(spec['aggregates'])})
-            providers.append(p.Provider(
-                uuid=uuid, name='rp%d' % i, parent_uuid=None,
-                inventories=spec['inventories'],
-                usages={rc: spec['usages'].get(rc, 0)
-                        for rc in spec['inventories']},
-                traits=frozenset(spec['traits']),
-                aggregates=frozenset(spec['aggregates'])))
-        return providers
 
 
 @st.composite
@@ -243,16 +131,13 @@ class _Quiet(fixtures.Fixture):
         self.logger.setLevel(logging.WARNING)
 
 
-class _Direct(fixtures.Fixture):
-    """``placement.direct.PlacementDirect`` entered for one test."""
-
-    def __init__(self, direct):
-        super().__init__()
-        self.direct = direct
+class _Running(fixtures.Fixture):
+    """The in-process placement, for one test."""
 
     def _setUp(self):
-        self.client = self.direct.__enter__()
-        self.addCleanup(self.direct.__exit__, None, None, None)
+        running = placement_direct.running()
+        self.placement = running.__enter__()
+        self.addCleanup(running.__exit__, None, None, None)
 
 
 class TestAgainstPlacement(base.TestCase):
@@ -263,11 +148,10 @@ class TestAgainstPlacement(base.TestCase):
         # more than the requests.
         for name in ('placement', 'oslo_concurrency', 'oslo_policy'):
             self.useFixture(_Quiet(name))
-        from placement import direct
-        client = self.useFixture(_Direct(direct.PlacementDirect(
-            placement_conf()))).client
-        self.placement = Placement(client)
+        self.placement = self.useFixture(_Running()).placement
         self.placement.reset()
+        # the queries name them whether a provider has them or not
+        self.placement.ensure(CLASSES, TRAITS)
 
     def compare(self, kept, params):
         querystring = urlparse.urlencode(sorted(params))
