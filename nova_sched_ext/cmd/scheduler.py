@@ -59,6 +59,7 @@ from nova import version
 from nova_sched_ext import cli
 from nova_sched_ext.cli import config_files
 from nova_sched_ext.compat import nova as nova_compat
+from nova_sched_ext.compat import release
 from nova_sched_ext.conf import checks as conf_checks
 from nova_sched_ext.conf import evictor as evictor_conf
 from nova_sched_ext.conf import scheduler as scheduler_conf
@@ -67,6 +68,7 @@ from nova_sched_ext import registry
 from nova_sched_ext import version as package_version
 
 CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
 
 #: the service binary the rest of Nova knows the scheduler by
 BINARY = 'nova-scheduler'
@@ -144,6 +146,9 @@ def main(argv=None):
         conf_checks.check_values(
             CONF, scheduler_conf.list_opts() + evictor_conf.list_opts())
         logging.setup(CONF, "nova")
+        LOG.info('%s runs on %s, with %s.', prog,
+                 'eventlet' if release.monkey_patched() else
+                 'native threads', release.name())
         objects.register_all()
         gmr_opts.set_defaults(CONF)
         objects.Service.enable_min_version_cache()

@@ -24,9 +24,11 @@ script and the test package choose eventlet or native threads
 (:func:`monkey_patch`) before anything else of Nova is loaded.
 """
 
+import contextlib
 import functools
 from importlib import metadata
 from importlib import util as importlib_util
+import logging
 import os
 import sys
 import warnings
@@ -96,7 +98,8 @@ def monkey_patch(backend):
     major = release()
     if major >= 33:
         from nova import monkey_patch as nova_monkey_patch
-        nova_monkey_patch.patch(backend=backend)
+        with quiet_until_logging('nova.monkey_patch'):
+            nova_monkey_patch.patch(backend=backend)
         return
     # 31 and 32 choose eventlet, as their services do, and say nothing
     # of it: a recent eventlet warns that it is deprecated when it is
@@ -106,6 +109,32 @@ def monkey_patch(backend):
         from nova import monkey_patch as nova_monkey_patch  # 31: patches
         if major == 32:
             nova_monkey_patch.patch()
+
+
+@contextlib.contextmanager
+def quiet_until_logging(name):
+    """Drop what logger ``name`` logs here if logging is not set up yet.
+
+    Nova 33 logs a warning when it patches a process for native threads
+    ("Service is starting with native threading. This is currently
+    experimental ..."), before a command has set up its logging: Python's
+    last-resort handler would print it as a bare line on stderr, before
+    the command's output or its one-line error.  While the root logger
+    has no handler, the records of ``name`` go nowhere; once logging is
+    set up (the tests, a service), they go where its logs go.
+    ``nova-sched-ext-scheduler`` logs the mode it runs in once its
+    logging is set up.
+    """
+    if logging.getLogger().handlers:
+        yield
+        return
+    logger = logging.getLogger(name)
+    null = logging.NullHandler()
+    logger.addHandler(null)
+    try:
+        yield
+    finally:
+        logger.removeHandler(null)
 
 
 def eventlet_disabled():

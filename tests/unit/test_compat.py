@@ -44,6 +44,7 @@ import importlib
 import importlib.metadata
 import inspect
 import json
+import logging
 import os
 import sys
 from unittest import mock
@@ -817,6 +818,29 @@ class TestReleaseSwitches(base.TestCase):
             release.keep_eventlet_out()
             self.assertEqual(release.installed() <= 31,
                              release.eventlet_disabled())
+
+    def test_quiet_until_logging(self):
+        # Nova 33's warning at patch time must not be a bare stderr line
+        # before a command's output, while logging is not set up ...
+        logger = logging.getLogger('nse.test.monkey_patch')
+        root = logging.getLogger()
+        last_resort = mock.Mock(level=logging.WARNING)
+        with mock.patch.object(root, 'handlers', []), \
+                mock.patch.object(logging, 'lastResort', last_resort):
+            with release.quiet_until_logging(logger.name):
+                logger.warning('Service is starting with native threading')
+            self.assertFalse(last_resort.handle.called)
+            self.assertEqual([], logger.handlers)
+            # ... and is printed as before outside the block
+            logger.warning('outside')
+            self.assertTrue(last_resort.handle.called)
+        # once logging is set up, it goes where the logs go
+        handler = logging.Handler()
+        handler.emit = mock.Mock()
+        with mock.patch.object(root, 'handlers', [handler]):
+            with release.quiet_until_logging(logger.name):
+                logger.warning('Service is starting with native threading')
+        self.assertTrue(handler.emit.called)
 
     def test_native_threads(self):
         # 31 and 32 patch only with eventlet: the switch keeps it out
