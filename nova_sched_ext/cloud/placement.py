@@ -226,6 +226,39 @@ class PlacementReader(object):
             usages=dict(usages['usages']),
             traits=frozenset(traits['traits']))
 
+    def listing(self):
+        """Every provider placement has, in one call: its summaries.
+
+        Each has ``uuid``, ``name``, ``generation``,
+        ``parent_provider_uuid`` and ``root_provider_uuid``; placement
+        bumps a provider's generation on every change of its inventories,
+        allocations, traits and aggregates.
+        """
+        body = self._get('/resource_providers')
+        return (body or {}).get('resource_providers', [])
+
+    def provider(self, summary):
+        """One provider of :meth:`listing`, read now, with its aggregates.
+
+        Its ``generation`` is the listing's, which is no newer than what
+        was read: a change made while it is read shows in the next
+        listing as a newer generation.  None if it was deleted meanwhile.
+        """
+        provider = self._provider(summary)
+        if provider is None:
+            return None
+        aggregates = self._get('/resource_providers/%s/aggregates'
+                               % summary['uuid'])
+        if aggregates is None:
+            return None
+        return provider._replace(
+            aggregates=frozenset(aggregates.get('aggregates', ())),
+            generation=summary.get('generation'))
+
+    def read_all(self, summaries):
+        """:meth:`provider` of each summary, ``workers`` at a time."""
+        return self._map(self.provider, list(summaries))
+
     def trees(self, root_uuids):
         """{root uuid: :class:`Tree`} of the roots placement knows."""
         listing = self._get('/resource_providers')

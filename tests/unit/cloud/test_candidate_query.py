@@ -21,26 +21,21 @@ microversion and of :func:`candidate_query.answer`: the same allocation
 requests and provider summaries, up to order.
 """
 
-import logging
 from unittest import mock
 from urllib import parse as urlparse
-import uuid as uuid_lib
 
-import fixtures
 import hypothesis
 from hypothesis import strategies as st
 
 from nova_sched_ext.cloud import candidate_query as cq
 from nova_sched_ext.cloud import placement as p
-from nova_sched_ext_tools import placement_direct
 from tests import base
+from tests.unit.cloud import placement_fixtures
 
-CLASSES = ('VCPU', 'MEMORY_MB', 'DISK_GB', 'CUSTOM_NSE_GPU')
-TRAITS = ('HW_CPU_X86_AVX', 'COMPUTE_STATUS_DISABLED', 'CUSTOM_NSE_A',
-          'CUSTOM_NSE_B')
-AGGREGATES = tuple(str(uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS, 'agg%d' % i))
-                   for i in range(3))
-RATIOS = (1.0, 0.57, 1.5, 4.0, 16.0)
+CLASSES = placement_fixtures.CLASSES
+TRAITS = placement_fixtures.TRAITS
+AGGREGATES = placement_fixtures.AGGREGATES
+RATIOS = placement_fixtures.RATIOS
 #: how many providers an example's cloud has at most
 MAX_PROVIDERS = 6
 
@@ -119,39 +114,12 @@ def normalized(allocation_requests, summaries):
                       for rp, s in summaries.items()}
 
 
-class _Quiet(fixtures.Fixture):
-    """A logger at WARNING for one test."""
-
-    def __init__(self, name):
-        super().__init__()
-        self.logger = logging.getLogger(name)
-
-    def _setUp(self):
-        self.addCleanup(self.logger.setLevel, self.logger.level)
-        self.logger.setLevel(logging.WARNING)
-
-
-class _Running(fixtures.Fixture):
-    """The in-process placement, for one test."""
-
-    def _setUp(self):
-        running = placement_direct.running()
-        self.placement = running.__enter__()
-        self.addCleanup(running.__exit__, None, None, None)
-
-
 class TestAgainstPlacement(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        # Placement logs every request at DEBUG; the capture would spend
-        # more than the requests.
-        for name in ('placement', 'oslo_concurrency', 'oslo_policy'):
-            self.useFixture(_Quiet(name))
-        self.placement = self.useFixture(_Running()).placement
-        self.placement.reset()
-        # the queries name them whether a provider has them or not
-        self.placement.ensure(CLASSES, TRAITS)
+        self.placement = self.useFixture(
+            placement_fixtures.InProcessPlacement()).placement
 
     def compare(self, kept, params):
         querystring = urlparse.urlencode(sorted(params))
