@@ -26,6 +26,7 @@ import textwrap
 
 import fixtures
 
+from nova_sched_ext.compat import release
 from tests import base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -89,6 +90,14 @@ class TestBudget(base.TestCase):
             # imported) would only cost the unit stage time.
             self.skipTest('.ci/run counts the tests each stage ran '
                           '(NSE_CI_COUNTS_STAGES=1)')
+        newest = max(release.SUPPORTED)
+        if release.installed() != newest:
+            # The suites inherit some of Nova's own tests (the scheduler
+            # manager's), whose number changes with the release: the
+            # budget counts the suites CI runs, on the newest one.
+            self.skipTest('the budget counts the suites on Nova %d, which '
+                          'CI runs; this is Nova %d'
+                          % (newest, release.installed()))
         stages = read_budget()
         suites = ('unit', 'functional')
         out = subprocess.run(
