@@ -96,14 +96,21 @@ class Placement(object):
                 self.call('put', '/traits/%s' % name, ok=(201, 204))
 
     def reset(self):
-        for rp in self.call('get', '/resource_providers')[
-                'resource_providers']:
+        providers = self.call('get', '/resource_providers')[
+            'resource_providers']
+        for rp in providers:
             allocations = self.call(
                 'get', '/resource_providers/%s/allocations' % rp['uuid'])
             for consumer in allocations['allocations']:
                 self.call('delete', '/allocations/%s' % consumer,
                           ok=(204, 404))
-            self.call('delete', '/resource_providers/%s' % rp['uuid'])
+        # children before their parents: placement refuses the other way
+        while providers:
+            parents = {rp['parent_provider_uuid'] for rp in providers}
+            leaves = [rp for rp in providers if rp['uuid'] not in parents]
+            for rp in leaves:
+                self.call('delete', '/resource_providers/%s' % rp['uuid'])
+            providers = [rp for rp in providers if rp not in leaves]
 
     def create(self, cloud):
         """Write ``cloud``; its providers, in order.
@@ -164,6 +171,30 @@ class Placement(object):
                 traits=frozenset(spec['traits']),
                 aggregates=frozenset(spec['aggregates'])))
         return providers
+
+
+class Context(object):
+    """The request context a reader needs: a global request id."""
+
+    def __init__(self, global_id='req-nse-placement-direct'):
+        self.global_id = global_id
+
+
+class Counting(object):
+    """A client (a :class:`Placement`), counting the GETs made through it.
+
+    What a :class:`~nova_sched_ext.cloud.placement.PlacementReader` is
+    given in place of Nova's report client.
+    """
+
+    def __init__(self, client):
+        self.client = client
+        self.calls = 0
+
+    def get(self, url, version=None, global_request_id=None):
+        self.calls += 1
+        return self.client.get(url, version=version,
+                               global_request_id=global_request_id)
 
 
 @contextlib.contextmanager

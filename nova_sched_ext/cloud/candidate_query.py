@@ -181,12 +181,17 @@ def parse(querystring):
     return Query(**fields)
 
 
-def _check_provider(provider):
+def outside_reason(provider):
+    """Why placement alone can answer for ``provider``, or None.
+
+    A nested provider or one that shares its inventory lets placement
+    split a group's resources over several providers.
+    """
     if provider.parent_uuid is not None:
-        raise OutsideSubset('provider %s is nested' % provider.uuid)
+        return 'provider %s is nested' % provider.uuid
     if SHARING_TRAIT in provider.traits:
-        raise OutsideSubset('provider %s shares its inventory'
-                            % provider.uuid)
+        return 'provider %s shares its inventory' % provider.uuid
+    return None
 
 
 def is_candidate(query, provider):
@@ -234,7 +239,19 @@ def answer(query, providers):
     """
     providers = list(providers)
     for provider in providers:
-        _check_provider(provider)
+        reason = outside_reason(provider)
+        if reason:
+            raise OutsideSubset(reason)
+    return candidates(query, providers)
+
+
+def candidates(query, providers):
+    """:func:`answer` of providers known to be inside the subset.
+
+    For a caller that checks :func:`outside_reason` once per provider as
+    it reads it (:class:`~nova_sched_ext.cloud.provider_state.
+    ProviderState`) rather than on every query.
+    """
     allocation_requests = []
     summaries = {}
     for provider in providers:

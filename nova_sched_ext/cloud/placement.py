@@ -255,6 +255,18 @@ class PlacementReader(object):
             aggregates=frozenset(aggregates.get('aggregates', ())),
             generation=summary.get('generation'))
 
+    def usages(self, uuids):
+        """{uuid: {resource class: used}} of these providers, read now.
+
+        ``workers`` at a time; a provider deleted meanwhile is left out.
+        """
+        def read(uuid):
+            body = self._get('/resource_providers/%s/usages' % uuid)
+            return uuid, None if body is None else dict(body['usages'])
+
+        return {uuid: used for uuid, used in self._map(read, list(uuids))
+                if used is not None}
+
     def read_all(self, summaries):
         """:meth:`provider` of each summary, ``workers`` at a time."""
         return self._map(self.provider, list(summaries))

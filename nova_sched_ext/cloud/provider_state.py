@@ -59,6 +59,8 @@ change.
 import threading
 import typing
 
+from nova_sched_ext.cloud import candidate_query
+
 
 class Changes(typing.NamedTuple):
     """What one poll found: UUIDs added, changed (read again), removed."""
@@ -86,6 +88,11 @@ class ProviderState(object):
         self._providers = {}
         #: the UUIDs in the order of placement's last listing
         self._order = ()
+        #: {uuid: why} of the providers outside the candidate query's
+        #: subset (nested, sharing), checked once per read
+        self._outside = {}
+        #: whether a poll has completed
+        self.ready = False
 
     def refresh(self):
         """One poll; returns the :class:`Changes` it applied."""
@@ -111,6 +118,11 @@ class ProviderState(object):
                 else:
                     added.add(uuid)
                 self._providers[uuid] = provider
+                reason = candidate_query.outside_reason(provider)
+                if reason:
+                    self._outside[uuid] = reason
+                else:
+                    self._outside.pop(uuid, None)
             listed_now = set(listed)
             vanished = {summary['uuid'] for summary, provider
                         in zip(todo, read) if provider is None}
@@ -118,8 +130,10 @@ class ProviderState(object):
                     if uuid not in listed_now or uuid in vanished}
             for uuid in gone:
                 del self._providers[uuid]
+                self._outside.pop(uuid, None)
             self._order = tuple(uuid for uuid in listed
                                 if uuid in self._providers)
+            self.ready = True
         return Changes(added=frozenset(added), changed=frozenset(changed),
                        removed=frozenset(gone))
 
@@ -128,16 +142,62 @@ class ProviderState(object):
         with self._lock:
             return [self._providers[uuid] for uuid in self._order]
 
-    def stale(self, uuid):
-        """Read provider ``uuid`` again at the next poll.
+    def outside(self):
+        """Why a kept provider is outside the candidate query's subset.
 
-        For what a poll cannot see: room freed on it (an instance
-        deleted, a migration finished).  Nothing if it is not kept.
+        None when every provider is inside it; else one reason (the
+        whole cloud is then answered by placement, since placement could
+        split a request over a nested or sharing provider).
         """
         with self._lock:
-            provider = self._providers.get(uuid)
-            if provider is not None:
-                self._providers[uuid] = provider._replace(generation=None)
+            for uuid in self._order:
+                if uuid in self._outside:
+                    return self._outside[uuid]
+        return None
+
+    def named(self, name):
+        """The UUIDs of the kept providers called ``name``."""
+        with self._lock:
+            return [uuid for uuid, provider in self._providers.items()
+                    if provider.name == name]
+
+    def stale(self, *uuids):
+        """Read the providers ``uuids`` again at the next poll.
+
+        For what a poll cannot see: room freed on them (an instance
+        deleted, a migration finished).  A UUID not kept is skipped.
+        """
+        with self._lock:
+            for uuid in uuids:
+                provider = self._providers.get(uuid)
+                if provider is not None:
+                    self._providers[uuid] = provider._replace(
+                        generation=None)
+
+    def resync_usages(self):
+        """Read every provider's usages again, now: one call a provider.
+
+        What a poll cannot see is room freed (usages that went down
+        without a new generation); the inventories, traits and aggregates
+        of a provider always move its generation.  A provider whose
+        generation moved meanwhile is read in full at the next poll, as
+        usual.  Returns the UUIDs whose usages changed.
+        """
+        with self._lock:
+            uuids = list(self._order)
+        read = self._reader.usages(uuids)
+        changed = set()
+        with self._lock:
+            for uuid, used in read.items():
+                provider = self._providers.get(uuid)
+                if provider is None:
+                    continue
+                now = {rc: used.get(rc, 0) for rc in provider.inventories}
+                now.update(used)
+                if now != dict(provider.usages):
+                    self._providers[uuid] = provider._replace(usages=now)
+                    changed.add(uuid)
+        return frozenset(changed)
 
     def claimed(self, uuid, resources):
         """The scheduler claimed ``resources`` on provider ``uuid``.

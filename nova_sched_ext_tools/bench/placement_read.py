@@ -100,10 +100,6 @@ def cloud(hosts, seed):
     return nodes
 
 
-class _Context(object):
-    global_id = 'req-nse-bench-placement-read'
-
-
 def _timed(function):
     started = time.perf_counter()
     result = function()
@@ -120,8 +116,10 @@ def run_size(client, hosts, repeats, seed):
     times = {phase: [] for phase in PHASES}
     calls = {}
     for _ in range(repeats):
-        counting = _Counting(client)
-        reader = cloud_placement.PlacementReader(_Context(), client=counting)
+        counting = placement_direct.Counting(client)
+        reader = cloud_placement.PlacementReader(
+            placement_direct.Context('req-nse-bench-placement-read'),
+            client=counting)
         ms, trees = _timed(lambda: reader.trees(roots))
         times['reader'].append(ms)
         calls['reader'] = counting.calls
@@ -154,19 +152,6 @@ def run_size(client, hosts, repeats, seed):
         'reader_over_listing': medians['reader'] / medians['listing'],
         'candidates_over_kept': medians['candidates'] / medians['kept'],
     }
-
-
-class _Counting(object):
-    """The client, counting the reader's GETs."""
-
-    def __init__(self, client):
-        self.client = client
-        self.calls = 0
-
-    def get(self, url, version=None, global_request_id=None):
-        self.calls += 1
-        return self.client.get(url, version=version,
-                               global_request_id=global_request_id)
 
 
 def run(args):

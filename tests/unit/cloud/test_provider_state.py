@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from nova_sched_ext.cloud import placement as p
 from nova_sched_ext.cloud import provider_state
+from nova_sched_ext_tools import placement_direct
 from tests import base
 from tests.unit.cloud import placement_fixtures as pf
 
@@ -36,20 +37,7 @@ KINDS = ('claim', 'delete', 'inventory', 'traits', 'aggregates', 'add',
          'remove')
 
 
-class _Context(object):
-    global_id = 'req-nse-test-provider-state'
-
-
-class _Counting(object):
-    """A report client view of the placement, counting GETs."""
-
-    def __init__(self, placement):
-        self.placement = placement
-        self.gets = 0
-
-    def get(self, url, version=None, global_request_id=None):
-        self.gets += 1
-        return self.placement.get(url, version=version)
+CONTEXT = placement_direct.Context('req-nse-test-provider-state')
 
 
 def node(total=16):
@@ -69,8 +57,8 @@ class TestAgainstAFullRead(base.TestCase):
             pf.InProcessPlacement()).placement
 
     def state(self):
-        client = _Counting(self.placement)
-        reader = p.PlacementReader(_Context(), client=client)
+        client = placement_direct.Counting(self.placement)
+        reader = p.PlacementReader(CONTEXT, client=client)
         return provider_state.ProviderState(reader), client
 
     def full_read(self):
@@ -146,7 +134,7 @@ class TestAgainstAFullRead(base.TestCase):
                     st.integers(0, 11)), max_size=6)):
                 listed = [rp.uuid for rp in state.providers()]
                 known = [summary['uuid'] for summary in
-                         p.PlacementReader(_Context(), client=self.placement)
+                         p.PlacementReader(CONTEXT, client=self.placement)
                          .listing()]
                 if not known and kind != 'add':
                     continue
@@ -156,7 +144,7 @@ class TestAgainstAFullRead(base.TestCase):
                     if kind == 'delete':
                         # room freed: placement's generation stays
                         state.stale(uuid)
-            before = client.gets
+            before = client.calls
             changes = state.refresh()
             self.assertEqual(self.full_read(), state.providers())
             # only what changed was read again: the listing, then four
@@ -164,15 +152,15 @@ class TestAgainstAFullRead(base.TestCase):
             self.assertLessEqual(changes.changed, touched)
             self.assertEqual(
                 1 + 4 * (len(changes.added) + len(changes.changed)),
-                client.gets - before)
+                client.calls - before)
 
     def test_a_poll_with_no_change_reads_the_listing_only(self):
         self.placement.create([node(), node()])
         state, client = self.state()
         state.refresh()
-        before = client.gets
+        before = client.calls
         self.assertFalse(state.refresh())
-        self.assertEqual(1, client.gets - before)
+        self.assertEqual(1, client.calls - before)
 
     def test_a_free_leaves_the_generation_as_it_was(self):
         # Placement's behaviour the state is built around: a claim bumps
