@@ -53,6 +53,13 @@ randomize_allocation_candidates`` on, each query is a new random sample of
 the size asked; a limit at least as large as the candidates placement has
 returns them all.
 
+With kept candidates (:mod:`nova_sched_ext.kept_candidates`) the first
+attempt's queries are answered from the state the scheduler keeps; it is
+widened the same way, and when it ends in NoValidHost with no wider limit
+the request is scheduled again with placement's own query, from Nova's
+limit (and widened as above): room freed behind the kept state's back is
+found before NoValidHost.
+
 How the limit reaches placement: Nova builds the query (a
 ``nova.scheduler.utils.ResourceRequest``) and sends it through the
 manager's ``placement_client``; the package's manager hands out a
@@ -81,11 +88,16 @@ class _Attempt(object):
     """One run of Nova's ``select_destinations`` and its placement queries.
 
     :param limit: the limit to send instead of Nova's; None keeps Nova's.
+    :param kept: the :class:`~nova_sched_ext.kept_candidates.
+        KeptCandidates` to answer the queries from, or None to ask
+        placement.
     """
 
-    def __init__(self, limit=None):
+    def __init__(self, limit=None, kept=None):
         self.limit = limit
-        #: ``(limit sent or None, allocation requests returned)`` per query
+        self.kept = kept
+        #: ``(limit sent or None, allocation requests returned, whether
+        #: the kept state answered)`` per query
         self.queries = []
 
     def query(self, client, context, resources):
@@ -97,11 +109,21 @@ class _Attempt(object):
         if sent is not None and self.limit is not None:
             sent = self.limit
             nova_compat.set_query_limit(resources, sent)
-        result = client.get_allocation_candidates(context, resources)
+        result = None
+        if self.kept is not None:
+            # None: placement must answer (outside the subset, not
+            # ready, too old, or no candidate in the kept state).
+            result = self.kept.answer(resources)
+        kept = result is not None
+        if not kept:
+            result = client.get_allocation_candidates(context, resources)
         # (None, None, None) or None when placement failed: nothing came.
         alloc_reqs = result[0] if result else None
-        self.queries.append((sent, len(alloc_reqs or ())))
+        self.queries.append((sent, len(alloc_reqs or ()), kept))
         return result
+
+    def answered_from_kept(self):
+        return any(kept for _sent, _returned, kept in self.queries)
 
     def largest_truncated_limit(self):
         """The largest limit a query of this attempt filled, or None.
@@ -109,25 +131,28 @@ class _Attempt(object):
         A query that returned as many allocation requests as its limit
         may have been cut short: placement may hold more.
         """
-        filled = [sent for sent, returned in self.queries
+        filled = [sent for sent, returned, _kept in self.queries
                   if sent is not None and returned >= sent]
         return max(filled) if filled else None
 
     def describe(self):
         return ', '.join(
-            '%d of limit %d' % (returned, sent) if sent is not None
-            else '%d, no limit' % returned
-            for sent, returned in self.queries) or 'no query'
+            ('%d of limit %d' % (returned, sent) if sent is not None
+             else '%d, no limit' % returned) +
+            (' (kept state)' if kept else '')
+            for sent, returned, kept in self.queries) or 'no query'
 
 
 class PlacementClientView(object):
     """Nova's report client, with the limit of the current attempt.
 
-    Only ``get_allocation_candidates`` differs, and only inside
-    :meth:`CandidateLimit.schedule` on the calling thread; every other
-    attribute is the report client's (looked up on each use, so that what
-    patches the client, such as a test fixture or a bench's timer, still
-    applies).
+    ``get_allocation_candidates`` differs inside
+    :meth:`CandidateLimit.schedule` on the calling thread (the limit of
+    the attempt, the kept state's answer); with kept candidates,
+    ``claim_resources`` and ``delete_allocation_for_instance`` also tell
+    the kept state what they did.  Every other attribute is the report
+    client's (looked up on each use, so that what patches the client,
+    such as a test fixture or a bench's timer, still applies).
     """
 
     def __init__(self, client, candidate_limit):
@@ -139,6 +164,29 @@ class PlacementClientView(object):
         if attempt is None:
             return self.client.get_allocation_candidates(context, resources)
         return attempt.query(self.client, context, resources)
+
+    def claim_resources(self, context, consumer_uuid, alloc_request,
+                        *args, **kwargs):
+        claimed = self.client.claim_resources(
+            context, consumer_uuid, alloc_request, *args, **kwargs)
+        kept = self._candidate_limit.kept
+        if kept is not None:
+            if claimed:
+                kept.claimed(alloc_request)
+                kept.remember(consumer_uuid, alloc_request)
+            else:
+                kept.claim_failed(alloc_request)
+        return claimed
+
+    def delete_allocation_for_instance(self, context, uuid, *args,
+                                       **kwargs):
+        try:
+            return self.client.delete_allocation_for_instance(
+                context, uuid, *args, **kwargs)
+        finally:
+            kept = self._candidate_limit.kept
+            if kept is not None:
+                kept.released(uuid)
 
     def __getattr__(self, name):
         return getattr(self.client, name)
@@ -154,9 +202,13 @@ class CandidateLimit(object):
     placement_results_max`` and ``placement_results_growth_factor``.
     """
 
-    def __init__(self):
+    def __init__(self, kept=None):
         self._local = threading.local()
         self._view = None
+        #: the :class:`~nova_sched_ext.kept_candidates.KeptCandidates`
+        #: that answers first, or None (``[nova_sched_ext]
+        #: kept_candidates`` off)
+        self.kept = kept
 
     def log_settings(self):
         """Say at start what the widening will do; warn when it is costly."""
@@ -206,13 +258,26 @@ class CandidateLimit(object):
         """
         previous = self.current_attempt()
         limit = None
+        kept = self.kept
         try:
             while True:
-                attempt = self._local.attempt = _Attempt(limit)
+                attempt = self._local.attempt = _Attempt(limit, kept)
                 try:
                     selections = call_nova(context, spec_obj, instance_uuids)
                 except exception.NoValidHost:
                     wider = self._wider_limit(attempt)
+                    if wider is None and attempt.answered_from_kept():
+                        # The kept state may miss room freed behind its
+                        # back: placement's own query, from Nova's limit,
+                        # before NoValidHost.
+                        LOG.info('Allocation candidates: request %(req)s '
+                                 'found no host among the kept state\'s '
+                                 'candidates (%(queries)s); asking '
+                                 'placement.',
+                                 {'req': context.request_id,
+                                  'queries': attempt.describe()})
+                        kept = limit = None
+                        continue
                     if wider is None:
                         if limit is not None:
                             LOG.info('Allocation candidates: request %(req)s '

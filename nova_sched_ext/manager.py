@@ -52,6 +52,12 @@ With ``[nova_sched_ext] keep_host_state`` the manager's
 ``HostManager`` keeps the host state between requests
 (:class:`nova_sched_ext.host_state.KeptHostManager`).
 
+With ``[nova_sched_ext] kept_candidates`` the manager answers placement's
+allocation candidate query from provider state it keeps current
+(:mod:`nova_sched_ext.kept_candidates`): the computes' word of instances
+gone from or come to a host (``delete_instance_info``,
+``update_instance_info``) marks that host's providers to be read again.
+
 Inside every wrapper, right around Nova's own method, the manager widens
 placement's candidate limit when the filters found no host among the
 candidates placement returned and it may hold more
@@ -76,6 +82,7 @@ from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext import host_state
+from nova_sched_ext import kept_candidates
 from nova_sched_ext import wrappers
 
 LOG = logging.getLogger(__name__)
@@ -132,12 +139,24 @@ class SchedulerManager(nova_manager.SchedulerManager):
         super().__init__(*args, **kwargs)
         if conf.CONF.nova_sched_ext.keep_host_state:
             host_state.KeptHostManager.adopt(self.host_manager)
+        if conf.CONF.nova_sched_ext.kept_candidates:
+            self.candidate_limit.kept = kept_candidates.KeptCandidates(
+                self._kept_state_reader)
         self.request_wrappers = [factory(self) for factory in factories]
         LOG.info('nova-sched-ext scheduler manager with request wrappers: '
                  '%s', ', '.join(type(w).__name__
                                  for w in self.request_wrappers) or 'none')
         _warn_without_set_lock(self.request_wrappers)
         self.candidate_limit.log_settings()
+
+    def _kept_state_reader(self):
+        from nova import context as nova_context
+
+        from nova_sched_ext.cloud import placement
+        return placement.PlacementReader(
+            nova_context.get_admin_context(),
+            client=super().placement_client,
+            workers=conf.CONF.nova_sched_ext.kept_state_workers)
 
     @property
     def placement_client(self):
@@ -189,7 +208,30 @@ class SchedulerManager(nova_manager.SchedulerManager):
 
     def init_host(self, service_ref):
         super().init_host(service_ref)
+        if self.candidate_limit.kept is not None:
+            self.candidate_limit.kept.start()
         self._call_wrappers('start')
+
+    # What Nova's computes tell every scheduler of their instances: room
+    # freed (or taken) on a host, which placement's provider generations
+    # do not show for frees.
+    def update_instance_info(self, context, host_name, instance_info):
+        super().update_instance_info(context, host_name, instance_info)
+        self._host_changed(host_name)
+
+    def delete_instance_info(self, context, host_name, instance_uuid):
+        super().delete_instance_info(context, host_name, instance_uuid)
+        self._host_changed(host_name)
+
+    def _host_changed(self, host_name):
+        kept = self.candidate_limit.kept
+        if kept is None:
+            return
+        states = list(getattr(self.host_manager, 'host_state_map',
+                              {}).items())
+        kept.host_changed(host_name, [
+            state.uuid for (host, _node), state in states
+            if host == host_name and getattr(state, 'uuid', None)])
 
     def graceful_shutdown(self, timeout=None):
         # Nova 34 passes a timeout, 33 none; 31 and 32 never call it.
@@ -201,6 +243,8 @@ class SchedulerManager(nova_manager.SchedulerManager):
         self._stop_wrappers()
 
     def _stop_wrappers(self):
+        if self.candidate_limit.kept is not None:
+            self.candidate_limit.kept.stop()
         self._call_wrappers('stop')
 
     def _call_wrappers(self, method):

@@ -126,6 +126,33 @@ def cloud_host(number, pinned_cores):
     return host
 
 
+def load_instance_info(ctxt, hm, cloud):
+    """What a scheduler knows of the hosts' instances once started.
+
+    Its host manager loads every host's instances in the background
+    (in batches: a few queries, where one report per compute would
+    cost one query per host); then each compute's periodic sync
+    confirms its list.  The test waits for the load.
+    """
+    def run_now(func, *args, **kwargs):
+        func(*args, **kwargs)
+
+    # The host manager starts the load with thread_pool_factory.spawn
+    # (Nova 34), utils.spawn (32, 33) or utils.spawn_n (31): here it
+    # runs in place, so it has ended when _init_instance_info returns.
+    with contextlib.ExitStack() as stack:
+        for module, name in ((nova_utils, 'spawn'),
+                             (nova_utils, 'spawn_n'),
+                             (_thread_pool_factory(), 'spawn')):
+            if module is not None and hasattr(module, name):
+                stack.enter_context(
+                    mock.patch.object(module, name, run_now))
+        hm._init_instance_info()
+    for host in cloud:
+        hm.sync_instance_info(ctxt, host.name,
+                              [uuid for uuid, _use in host.instances])
+
+
 class CandidateLimitTest(test.TestCase):
     """Stock Nova refuses what the package's scheduler places."""
 
@@ -219,30 +246,7 @@ class CandidateLimitTest(test.TestCase):
         return self.managers[side]
 
     def load_instance_info(self, hm):
-        """What a scheduler knows of the hosts' instances once started.
-
-        Its host manager loads every host's instances in the background
-        (in batches: a few queries, where one report per compute would
-        cost one query per host); then each compute's periodic sync
-        confirms its list.  The test waits for the load.
-        """
-        def run_now(func, *args, **kwargs):
-            func(*args, **kwargs)
-
-        # The host manager starts the load with thread_pool_factory.spawn
-        # (Nova 34), utils.spawn (32, 33) or utils.spawn_n (31): here it
-        # runs in place, so it has ended when _init_instance_info returns.
-        with contextlib.ExitStack() as stack:
-            for module, name in ((nova_utils, 'spawn'),
-                                 (nova_utils, 'spawn_n'),
-                                 (_thread_pool_factory(), 'spawn')):
-                if module is not None and hasattr(module, name):
-                    stack.enter_context(
-                        mock.patch.object(module, name, run_now))
-            hm._init_instance_info()
-        for host in self.cloud:
-            hm.sync_instance_info(self.ctxt, host.name,
-                                  [uuid for uuid, _use in host.instances])
+        load_instance_info(self.ctxt, hm, self.cloud)
 
     def select(self, side, number):
         """The host chosen for request ``number``, or NoValidHost."""

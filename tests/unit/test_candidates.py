@@ -223,8 +223,10 @@ class CandidateLimitTestCase(test.NoDBTestCase):
         view = self.limit.client(placement)
         view.get_allocation_candidates(self.context, resource_request(1000))
         self.assertEqual([1000], placement.limits)
-        # Every other method is the report client's.
-        self.assertEqual('deleted', view.delete_allocation_for_instance())
+        # Every other method is the report client's (and this one, without
+        # kept state, only passes the call on).
+        self.assertEqual('deleted', view.delete_allocation_for_instance(
+            self.context, uuids.instance))
 
     def test_the_view_is_the_same_while_the_client_is(self):
         first, second = FakePlacement(1), FakePlacement(1)
@@ -287,6 +289,130 @@ class CandidateLimitTestCase(test.NoDBTestCase):
         self.assertIn('never asking placement for more than [scheduler] '
                       'max_placement_results = 1000',
                       self.stdlog.logger.output)
+
+
+class FakeKept(object):
+    """The kept state: candidates on ``hosts``; None: placement must answer.
+
+    Records the limit of each query it is asked and what the view tells
+    it of claims and removals.
+    """
+
+    def __init__(self, hosts):
+        self.hosts = hosts
+        self.limits = []
+        self.told = []
+
+    def answer(self, resources):
+        self.limits.append(resources._limit)
+        if self.hosts is None:
+            return None
+        hosts = self.hosts[:resources._limit]
+        return ([{'allocations': {h: {'resources': {}}}} for h in hosts],
+                {h: {} for h in hosts}, '1.36')
+
+    def claimed(self, alloc_req):
+        self.told.append(('claimed', sorted(alloc_req['allocations'])))
+
+    def remember(self, consumer, alloc_req):
+        self.told.append(('remember', consumer))
+
+    def claim_failed(self, alloc_req):
+        self.told.append(('claim_failed', sorted(alloc_req['allocations'])))
+
+    def released(self, consumer):
+        self.told.append(('released', consumer))
+
+
+class KeptCandidatesTestCase(test.NoDBTestCase):
+    """The candidate limit with ``[nova_sched_ext] kept_candidates``."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(max_placement_results=1000, group='scheduler')
+        self.context = context.RequestContext('user', 'project')
+        self.spec_obj = objects.RequestSpec(num_instances=1)
+
+    def schedule(self, kept_hosts, total, fits, **kwargs):
+        kept = FakeKept(kept_hosts)
+        limit = candidates.CandidateLimit(kept=kept)
+        placement = FakePlacement(total)
+        nova = NovaFake(limit.client(placement), fits, **kwargs)
+        try:
+            result = limit.schedule(nova, self.context, self.spec_obj,
+                                    [uuids.instance])
+        except exception.NoValidHost as exc:
+            result = exc
+        return kept, placement, nova, result
+
+    def test_the_kept_answer_replaces_placements(self):
+        kept, placement, nova, result = self.schedule(['h1', 'h2'], 1500,
+                                                      'h2')
+        self.assertEqual([['h2']], result)
+        self.assertEqual([1000], kept.limits)
+        self.assertEqual([], placement.limits)
+
+    def test_no_host_among_the_kept_candidates_asks_placement(self):
+        # room freed behind the state's back: only placement knows
+        kept, placement, nova, result = self.schedule(['h1'], 10, 'h5')
+        self.assertEqual([['h5']], result)
+        self.assertEqual([1000], kept.limits)
+        self.assertEqual([1000], placement.limits)
+        self.assertIn('found no host among the kept state\'s candidates '
+                      '(1 of limit 1000 (kept state)); asking placement.',
+                      self.stdlog.logger.output)
+
+    def test_placement_is_asked_once_more_then_no_valid_host(self):
+        kept, placement, nova, result = self.schedule(['h1'], 10, 'nowhere')
+        self.assertIsInstance(result, exception.NoValidHost)
+        self.assertEqual(2, nova.calls)
+        self.assertEqual([1000], placement.limits)
+
+    def test_the_kept_answer_is_widened_first(self):
+        kept, placement, nova, result = self.schedule(
+            ['h%d' % i for i in range(1500)], 1500, 'h1400')
+        self.assertEqual([['h1400']], result)
+        self.assertEqual([1000, 4000], kept.limits)
+        self.assertEqual([], placement.limits)
+
+    def test_what_the_state_cannot_answer_goes_to_placement_once(self):
+        kept, placement, nova, result = self.schedule(None, 10, 'nowhere')
+        self.assertIsInstance(result, exception.NoValidHost)
+        self.assertEqual(1, nova.calls)
+        self.assertEqual([1000], placement.limits)
+        kept, placement, nova, result = self.schedule(None, 10, 'h3')
+        self.assertEqual([['h3']], result)
+
+    def test_claims_and_removals_reach_the_kept_state(self):
+        kept = FakeKept([])
+        placement = mock.Mock()
+        placement.claim_resources.side_effect = [True, False]
+        view = candidates.CandidateLimit(kept=kept).client(placement)
+        alloc_req = {'allocations': {'h1': {'resources': {'VCPU': 1}}}}
+        self.assertTrue(view.claim_resources(
+            self.context, uuids.first, alloc_req, 'p', 'u',
+            allocation_request_version='1.36', consumer_generation=None))
+        self.assertFalse(view.claim_resources(
+            self.context, uuids.second, alloc_req, 'p', 'u',
+            allocation_request_version='1.36', consumer_generation=None))
+        placement.delete_allocation_for_instance.side_effect = ValueError
+        self.assertRaises(ValueError, view.delete_allocation_for_instance,
+                          self.context, uuids.first, force=True)
+        self.assertEqual([('claimed', ['h1']), ('remember', uuids.first),
+                          ('claim_failed', ['h1']),
+                          ('released', uuids.first)], kept.told)
+        placement.claim_resources.assert_called_with(
+            self.context, uuids.second, alloc_req, 'p', 'u',
+            allocation_request_version='1.36', consumer_generation=None)
+
+    def test_without_kept_state_the_view_only_passes_claims_on(self):
+        placement = mock.Mock()
+        view = candidates.CandidateLimit().client(placement)
+        self.assertIs(placement.claim_resources.return_value,
+                      view.claim_resources(self.context, uuids.first, {}))
+        view.delete_allocation_for_instance(self.context, uuids.first)
+        placement.delete_allocation_for_instance.assert_called_once_with(
+            self.context, uuids.first)
 
 
 class NovaResourceRequestTestCase(test.NoDBTestCase):

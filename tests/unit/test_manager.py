@@ -29,6 +29,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext import candidates
 from nova_sched_ext.deployment_set import lock as ds_lock
+from nova_sched_ext import kept_candidates
 from nova_sched_ext import manager
 from nova_sched_ext.preemption import driver
 from nova_sched_ext import registry
@@ -237,6 +238,68 @@ class TestRequestWrappers(test.NoDBTestCase):
         self.manager.init_host(None)
         wrapper.start.assert_called_once_with()
         self.assertIn('failed to start', self.stdlog.logger.output)
+
+
+class TestKeptCandidates(test.NoDBTestCase):
+    """``[nova_sched_ext] kept_candidates``: on, and off (the default)."""
+
+    @mock.patch.object(host_manager.HostManager, '_init_instance_info',
+                       new=mock.Mock())
+    @mock.patch.object(host_manager.HostManager, '_init_aggregates',
+                       new=mock.Mock())
+    def build(self):
+        return manager.SchedulerManager()
+
+    def test_off_by_default_every_query_goes_to_placement(self):
+        scheduler = self.build()
+        self.assertIsNone(scheduler.candidate_limit.kept)
+        client = mock.Mock()
+        client.get_allocation_candidates.return_value = ([], {}, '1.36')
+        view = scheduler.candidate_limit.client(client)
+
+        def nova(ctxt, spec_obj, instance_uuids):
+            view.get_allocation_candidates(ctxt, mock.Mock(_limit=1000))
+            return [['h1']]
+
+        scheduler.candidate_limit.schedule(
+            nova, context.RequestContext('u', 'p'), objects.RequestSpec(),
+            [uuids.u1])
+        client.get_allocation_candidates.assert_called_once()
+
+    def test_on_it_starts_and_stops_with_the_service(self):
+        self.flags(kept_candidates=True, kept_state_poll_interval=0.5,
+                   group='nova_sched_ext')
+        scheduler = self.build()
+        kept = scheduler.candidate_limit.kept
+        self.assertIsInstance(kept, kept_candidates.KeptCandidates)
+        self.assertEqual(0.5, kept.poll_interval)
+        with mock.patch.object(kept, 'start') as start, \
+                mock.patch.object(kept, 'stop') as stop:
+            scheduler.init_host(None)
+            start.assert_called_once_with()
+            scheduler.cleanup_host()
+            stop.assert_called_once_with()
+
+    def test_what_computes_tell_marks_their_providers(self):
+        self.flags(kept_candidates=True, group='nova_sched_ext')
+        scheduler = self.build()
+        kept = scheduler.candidate_limit.kept
+        scheduler.host_manager.host_state_map = {
+            ('host1', 'node1'): mock.Mock(uuid=uuids.node1),
+            ('host2', 'node2'): mock.Mock(uuid=uuids.node2)}
+        ctxt = context.RequestContext('u', 'p')
+        with mock.patch.object(kept, 'host_changed') as host_changed, \
+                mock.patch.object(scheduler.host_manager,
+                                  'delete_instance_info') as deleted, \
+                mock.patch.object(scheduler.host_manager,
+                                  'update_instance_info') as updated:
+            scheduler.delete_instance_info(ctxt, 'host1', uuids.instance)
+            scheduler.update_instance_info(ctxt, 'host2', mock.sentinel.info)
+        deleted.assert_called_once_with(ctxt, 'host1', uuids.instance)
+        updated.assert_called_once_with(ctxt, 'host2', mock.sentinel.info)
+        self.assertEqual([mock.call('host1', [uuids.node1]),
+                          mock.call('host2', [uuids.node2])],
+                         host_changed.call_args_list)
 
 
 def import_scheduler_cmd():
