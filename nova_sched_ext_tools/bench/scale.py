@@ -167,8 +167,9 @@ VARIANT_SPECS = {
     'pinned+huge': {'hw:cpu_policy': 'dedicated',
                     'hw:mem_page_size': '2MB'},
 }
-PHASES = ('total', 'placement', 'refresh', 'refresh_db', 'refresh_objects',
-          'candidate_copy', 'filters', 'weighers', 'claims', 'own', 'other')
+PHASES = ('total', 'placement', 'kept', 'refresh', 'refresh_db',
+          'refresh_objects', 'candidate_copy', 'filters', 'weighers',
+          'claims', 'own', 'other')
 NOVA = 'nova'
 PACKAGE = 'package'
 SIDES = (NOVA, PACKAGE)
@@ -851,7 +852,8 @@ def package_filters(defaults, numa_filter='fast'):
 
 
 def make_manager(conf, side, package_weighers='package',
-                 package_host_state='kept', package_numa_filter='fast'):
+                 package_host_state='kept', package_numa_filter='fast',
+                 package_candidates='placement'):
     from nova.scheduler import host_manager
     from nova.scheduler import manager as nova_manager
     from unittest import mock
@@ -879,6 +881,8 @@ def make_manager(conf, side, package_weighers='package',
     # Read when the package's manager is built (stock Nova ignores it).
     conf.set_override('keep_host_state', package_host_state == 'kept',
                       group='nova_sched_ext')
+    conf.set_override('kept_candidates', package_candidates == 'kept',
+                      group='nova_sched_ext')
     try:
         # The async load of every instance of the cloud is replaced by
         # what the computes tell the scheduler (seed_instance_info), so
@@ -890,6 +894,7 @@ def make_manager(conf, side, package_weighers='package',
         for name in overrides:
             conf.clear_override(name, group='filter_scheduler')
         conf.clear_override('keep_host_state', group='nova_sched_ext')
+        conf.clear_override('kept_candidates', group='nova_sched_ext')
     manager.bench_filters = [type(f).__name__
                              for f in manager.host_manager.enabled_filters]
     manager.bench_weighers = [type(w).__name__
@@ -1034,8 +1039,9 @@ def _net_phases(phases):
     phases['filters'] -= phases['candidate_copy']
     phases['refresh_objects'] = phases['refresh'] - phases['refresh_db']
     phases['refresh'] += phases['candidate_copy']
-    phases['own'] = (phases['refresh'] + phases['filters'] +
-                     phases['weighers'] + phases['claims'])
+    phases['own'] = (phases['kept'] + phases['refresh'] +
+                     phases['filters'] + phases['weighers'] +
+                     phases['claims'])
     phases['other'] = phases['total'] - phases['own'] - phases['placement']
     return phases
 
@@ -1048,7 +1054,7 @@ def _side_figures(outcomes):
         'phases_ms': {phase: summary([p[phase] * 1e3 for p in phases])
                       for phase in PHASES},
     }
-    for count in ('fit_models_built', 'placement_queries'):
+    for count in ('fit_models_built', 'placement_queries', 'kept_answers'):
         figures[count] = summary([o.names['counts'][count]
                                   for o in outcomes])
     for kind in ('filters', 'weighers'):
@@ -1125,13 +1131,29 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     progress('starting the two scheduler managers')
     managers = {side: make_manager(conf, side, args.package_weighers,
                                    args.package_host_state,
-                                   args.package_numa_filter)
+                                   args.package_numa_filter,
+                                   args.package_candidates)
                 for side in SIDES}
     for manager in managers.values():
         seed_instance_info(ctx, objects, manager, cloud)
     clock = Clock()
     for manager in managers.values():
         instrument(manager, clock)
+    kept = managers[PACKAGE].candidate_limit.kept
+    kept_load_s = None
+    polls_ms = []
+    if kept is not None:
+        progress('the package\'s kept provider state: its first read of '
+                 'placement')
+        started = time.perf_counter()
+        kept.poll()
+        kept_load_s = time.perf_counter() - started
+        # The service's thread polls again right after; so does the
+        # bench, or a first read longer than kept_state_max_age would
+        # send the first requests to placement.
+        kept.poll()
+        kept.answer = clock.counted('kept_answers',
+                                    clock.timed('kept', kept.answer))
     rc.get_allocation_candidates = clock.counted(
         'placement_queries', clock.timed(
             'placement', rc.get_allocation_candidates))
@@ -1182,6 +1204,14 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
             with clock_paused(clock):
                 commit(ctx, objects, hardware, rc,
                        list(managers.values()), cloud_by_uuid, chosen)
+        if kept is not None:
+            # What the service's poller does between requests, not timed
+            # with them: the package's deleted claim is released as Nova's
+            # clean-up releases one, the commit's claim read again.
+            kept.released(done[PACKAGE].instance_uuid)
+            started = time.perf_counter()
+            kept.poll()
+            polls_ms.append((time.perf_counter() - started) * 1e3)
         rows.append({
             'request': request.number, 'flavor': request.flavor.name,
             'variant': request.variant,
@@ -1212,6 +1242,14 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
         'package_weighers': args.package_weighers,
         'package_host_state': args.package_host_state,
         'package_numa_filter': args.package_numa_filter,
+        'package_candidates': args.package_candidates,
+        'kept_state': None if kept is None else {
+            'first_read_s': kept_load_s,
+            'poll_ms': summary(polls_ms),
+            'answers': dict(kept.counts),
+            'note': 'polled between requests, not timed with them; the '
+                    'service polls in a thread of its own every '
+                    '[nova_sched_ext] kept_state_poll_interval seconds'},
         'warmup': args.warmup, 'seed': args.seed,
         'state': 'each request on the same state for both schedulers (the '
                  'first one\'s claim deleted before the second runs, the '
@@ -1307,6 +1345,15 @@ def add_arguments(parser):
                              'FastNUMATopologyFilter in place of Nova\'s '
                              'NUMATopologyFilter (fast, the default), or '
                              'NUMAFitFilter before it (prefilter)')
+    parser.add_argument('--package-candidates',
+                        choices=['placement', 'kept'], default='placement',
+                        help='where the package\'s scheduler gets its '
+                             'allocation candidates: placement\'s query '
+                             '(placement, the default, as [nova_sched_ext] '
+                             'kept_candidates = False) or the provider '
+                             'state it keeps (kept: kept_candidates = '
+                             'True; the state is polled between requests, '
+                             'untimed)')
     parser.add_argument('--max-placement-results', default=None,
                         help='comma-separated values of [scheduler] '
                              'max_placement_results for both schedulers '
@@ -1382,6 +1429,7 @@ def _in_a_child(args, size, limit=None):
             '--package-weighers', args.package_weighers,
             '--package-host-state', args.package_host_state,
             '--package-numa-filter', args.package_numa_filter,
+            '--package-candidates', args.package_candidates,
             '--db-prefix', prefix]
     if args.backend:
         argv += ['--backend', args.backend]
@@ -1408,11 +1456,12 @@ def render(figures):
     lines.append(
         'select_destinations at %d hosts, %d requests; %s; placement: %s; '
         'max_placement_results %d; fit backend %s; package host state %s; '
-        'package NUMA filter %s'
+        'package NUMA filter %s; package candidates from %s'
         % (figures['hosts'], figures['requests'], figures['database'],
            figures['placement'], figures['max_placement_results'],
            figures['backend'], figures.get('package_host_state', 'kept'),
-           figures.get('package_numa_filter', 'prefilter')))
+           figures.get('package_numa_filter', 'prefilter'),
+           figures.get('package_candidates', 'placement')))
     if figures['database_note']:
         lines.append('NOTE: %s' % figures['database_note'])
     used = figures['cloud_used_pct']
@@ -1458,4 +1507,18 @@ def render(figures):
                      figures['only_package_placed'],
                      '%.2fx' % figures['own_p50_ratio']
                      if figures['own_p50_ratio'] else 'n/a'))
+    total = {side: figures['sides'][side]['phases_ms']['total']['p50']
+             for side in SIDES}
+    lines.append('select_destinations p50 Nova / package: %s' % (
+        '%.1fx' % (total[NOVA] / total[PACKAGE]) if total[PACKAGE]
+        else 'n/a'))
+    kept = figures.get('kept_state')
+    if kept:
+        lines.append(
+            'package candidates from kept state: first read %.1f s; poll '
+            'between requests p50 / p99 %.0f / %.0f ms; answers %s' % (
+                kept['first_read_s'], kept['poll_ms']['p50'],
+                kept['poll_ms']['p99'], ', '.join(
+                    '%s %d' % item for item in sorted(
+                        kept['answers'].items()))))
     return '\n'.join(lines)
