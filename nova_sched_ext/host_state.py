@@ -236,6 +236,14 @@ class KeptHostManager(host_manager.HostManager):
             self._kept_services = collections.defaultdict(dict)
             self._kept_since = time.monotonic()
 
+    def node_uuids(self, host):
+        """The UUIDs of the compute nodes of ``host`` kept here."""
+        with self._kept_lock:
+            cells = list(self._kept_nodes.values())
+        return sorted(uuid for nodes in cells
+                      for uuid, kept in list(nodes.items())
+                      if kept.compute.host == host)
+
     def refresh_cells_caches(self):
         super().refresh_cells_caches()
         if hasattr(self, '_kept_lock'):

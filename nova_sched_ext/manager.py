@@ -227,11 +227,15 @@ class SchedulerManager(nova_manager.SchedulerManager):
         kept = self.candidate_limit.kept
         if kept is None:
             return
-        states = list(getattr(self.host_manager, 'host_state_map',
-                              {}).items())
-        kept.host_changed(host_name, [
-            state.uuid for (host, _node), state in states
-            if host == host_name and getattr(state, 'uuid', None)])
+        hm = self.host_manager
+        if isinstance(hm, host_state.KeptHostManager):
+            uuids = hm.node_uuids(host_name)
+        else:
+            # Nova's HostManager keeps its HostStates by (host, node).
+            uuids = [state.uuid for (host, _node), state in
+                     list(getattr(hm, 'host_state_map', {}).items())
+                     if host == host_name and getattr(state, 'uuid', None)]
+        kept.host_changed(host_name, uuids)
 
     def graceful_shutdown(self, timeout=None):
         # Nova 34 passes a timeout, 33 none; 31 and 32 never call it.

@@ -29,6 +29,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext import candidates
 from nova_sched_ext.deployment_set import lock as ds_lock
+from nova_sched_ext import host_state
 from nova_sched_ext import kept_candidates
 from nova_sched_ext import manager
 from nova_sched_ext.preemption import driver
@@ -280,13 +281,9 @@ class TestKeptCandidates(test.NoDBTestCase):
             scheduler.cleanup_host()
             stop.assert_called_once_with()
 
-    def test_what_computes_tell_marks_their_providers(self):
-        self.flags(kept_candidates=True, group='nova_sched_ext')
-        scheduler = self.build()
+    def told(self, scheduler):
+        """What delete/update_instance_info of host1, host2 mark."""
         kept = scheduler.candidate_limit.kept
-        scheduler.host_manager.host_state_map = {
-            ('host1', 'node1'): mock.Mock(uuid=uuids.node1),
-            ('host2', 'node2'): mock.Mock(uuid=uuids.node2)}
         ctxt = context.RequestContext('u', 'p')
         with mock.patch.object(kept, 'host_changed') as host_changed, \
                 mock.patch.object(scheduler.host_manager,
@@ -295,11 +292,36 @@ class TestKeptCandidates(test.NoDBTestCase):
                                   'update_instance_info') as updated:
             scheduler.delete_instance_info(ctxt, 'host1', uuids.instance)
             scheduler.update_instance_info(ctxt, 'host2', mock.sentinel.info)
+        # Nova's handling first, as before
         deleted.assert_called_once_with(ctxt, 'host1', uuids.instance)
         updated.assert_called_once_with(ctxt, 'host2', mock.sentinel.info)
+        return host_changed.call_args_list
+
+    def test_what_computes_tell_marks_their_kept_nodes(self):
+        self.flags(kept_candidates=True, group='nova_sched_ext')
+        scheduler = self.build()
+        hm = scheduler.host_manager
+        self.assertIsInstance(hm, host_state.KeptHostManager)
+        for node, host in ((uuids.node1, 'host1'), (uuids.node2, 'host2'),
+                           (uuids.node3, 'host1')):
+            hm._kept_nodes[uuids.cell][node] = host_state._Kept(
+                mock.Mock(host=host), None, True)
+        self.assertEqual(
+            [mock.call('host1', sorted([uuids.node1, uuids.node3])),
+             mock.call('host2', [uuids.node2])], self.told(scheduler))
+
+    def test_what_computes_tell_marks_nova_host_states(self):
+        self.flags(kept_candidates=True, keep_host_state=False,
+                   group='nova_sched_ext')
+        scheduler = self.build()
+        self.assertNotIsInstance(scheduler.host_manager,
+                                 host_state.KeptHostManager)
+        scheduler.host_manager.host_state_map = {
+            ('host1', 'node1'): mock.Mock(uuid=uuids.node1),
+            ('host2', 'node2'): mock.Mock(uuid=uuids.node2)}
         self.assertEqual([mock.call('host1', [uuids.node1]),
                           mock.call('host2', [uuids.node2])],
-                         host_changed.call_args_list)
+                         self.told(scheduler))
 
 
 def import_scheduler_cmd():
