@@ -154,8 +154,8 @@ class KeptCandidates(object):
             target=self._run, name='nova-sched-ext-kept-state', daemon=True)
         self._thread.start()
         LOG.info('Allocation candidates: answered from provider state kept '
-                 'by polling placement every %(poll)s s (read again in '
-                 'full every %(resync)s s; not used when older than '
+                 'by polling placement every %(poll)s s (usages read '
+                 'again every %(resync)s s; not used when older than '
                  '%(age)s s).',
                  {'poll': self.poll_interval,
                   'resync': self.resync_interval or 'never',
@@ -189,9 +189,12 @@ class KeptCandidates(object):
                     LOG.info('Kept provider state: placement polled again.')
                 self._failing = False
                 if changes:
-                    LOG.debug('Kept provider state: %d added, %d read '
-                              'again, %d removed.', len(changes.added),
-                              len(changes.changed), len(changes.removed))
+                    # The UUIDs too: devstack-lite measures the staleness
+                    # from these lines.
+                    LOG.debug('Kept provider state: added %s; read again '
+                              '%s; removed %s.', _uuids(changes.added),
+                              _uuids(changes.changed),
+                              _uuids(changes.removed))
             spent = self._clock() - started
             self._stop.wait(max(self.poll_interval - spent, 0.0))
 
@@ -285,3 +288,7 @@ class KeptCandidates(object):
         self.counts[count] += 1
         LOG.debug('Allocation candidates from placement: %s.', why)
         return None
+
+
+def _uuids(uuids):
+    return ', '.join(sorted(uuids)) or 'none'

@@ -719,3 +719,65 @@ class ReleaseTest(base.TestCase):
         with open(argv) as f:
             self.assertEqual('-m pip install --quiet --no-input -e /repo -c '
                              '%s/requirements.txt' % work, f.read().strip())
+
+
+class StalenessLogTest(base.TestCase):
+    """multisched.py reads the kept state's polls from the schedulers' logs.
+
+    The lines are what nova_sched_ext.kept_candidates logs, formatted as
+    oslo.log formats them in devstack-lite (the logger's own message,
+    checked against the module so that the two cannot drift apart).
+    """
+
+    P1 = '11e299fe-9c18-5550-8559-0df8ecd8231a'
+    P2 = '6b52ccfa-89c4-5a9b-b583-c59c75ae2128'
+
+    def line(self, stamp, added=(), changed=(), removed=()):
+        from nova_sched_ext import kept_candidates
+        message = ('Kept provider state: added %s; read again %s; '
+                   'removed %s.' % (kept_candidates._uuids(added),
+                                    kept_candidates._uuids(changed),
+                                    kept_candidates._uuids(removed)))
+        return ('%s 24858 DEBUG nova_sched_ext.kept_candidates [None '
+                'req-1 - - - - - -] %s _run kept_candidates.py:192\n'
+                % (stamp, message))
+
+    def test_the_first_read_after_a_change_is_found(self):
+        lines = [
+            self.line('2026-12-04 15:48:54.125', added=[self.P1, self.P2]),
+            'an unrelated line\n',
+            self.line('2026-12-04 15:49:07.052', changed=[self.P2]),
+            self.line('2026-12-04 15:49:08.552', changed=[self.P1],
+                      removed=[self.P2]),
+        ]
+        reads = multisched.kept_reads(lines)
+        self.assertEqual(4, len(reads))
+        since = multisched._log_time('2026-12-04 15:49:06.552')
+        self.assertAlmostEqual(
+            0.5, multisched.seen_after(reads, self.P2, since), places=3)
+        self.assertAlmostEqual(
+            2.0, multisched.seen_after(reads, self.P1, since), places=3)
+        # a removal is no read; nothing after the change: None
+        self.assertIsNone(multisched.seen_after(
+            reads, self.P2, multisched._log_time('2026-12-04 15:49:08.000')))
+
+    def test_the_kept_state_logs_what_multisched_reads(self):
+        # the poller's own line, through logging, parsed back
+        import logging
+
+        import fixtures
+
+        from nova_sched_ext import kept_candidates
+        log = self.useFixture(fixtures.FakeLogger(
+            name=kept_candidates.__name__, level=logging.DEBUG,
+            format='2026-12-04 15:49:07.052 1 DEBUG %(name)s [-] '
+                   '%(message)s'))
+        kept = kept_candidates.KeptCandidates(lambda: None)
+        changes = kept_candidates.provider_state.Changes(
+            added=frozenset(), changed=frozenset([self.P1]),
+            removed=frozenset())
+        kept.poll = lambda: (kept._stop.set(), changes)[1]
+        kept._run()
+        self.assertEqual([(multisched._log_time('2026-12-04 15:49:07.052'),
+                           self.P1)],
+                         multisched.kept_reads(log.output.splitlines()))

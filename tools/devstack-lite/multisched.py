@@ -22,6 +22,9 @@ own, fault launcher and fault proxies: see run.sh and localrc)::
     multisched.py faults [NAME..] one round of each fault (or those named)
     multisched.py soak --requests N [--seed S]
                                   rounds of random faults until N requests
+    multisched.py staleness [--rounds N]
+                                  time from a change in placement to each
+                                  scheduler's kept provider state
 
 Every command cleans up what it created and ends with status 1 if any
 invariant was violated. The lines it prints:
@@ -521,6 +524,7 @@ def outcome(boots):
 # --- the burst -----------------------------------------------------------
 
 def burst(cloud, args):
+    started = time.time()
     hosts = cloud.hosts()
     names = sorted(hosts)
     if len(names) < 3:
@@ -576,6 +580,10 @@ def burst(cloud, args):
     log('burst eviction: %s', outcome(evicting))
     violations += cloud.check('burst eviction')
     rate('burst (all phases)', list(cloud.servers.values()))
+    claims, refused = claim_conflicts(started)
+    log('burst claims: %d, refused by placement (a conflict between the '
+        'schedulers, retried on an alternate): %d (%.1f%%)', claims, refused,
+        100.0 * refused / claims if claims else 0.0)
     return violations
 
 
@@ -965,6 +973,179 @@ def soak(cloud, args):
     return violations
 
 
+# --- staleness of the kept provider state ----------------------------------
+
+#: a scheduler log line of the kept state's poll (kept_candidates.py)
+KEPT_LINE = re.compile(
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) .*Kept provider state: '
+    r'added (?P<added>[^;]*); read again (?P<changed>[^;]*); removed ')
+#: seconds a change may take to reach every scheduler's kept state
+STALENESS_TIMEOUT = 60
+
+
+def _log_time(stamp):
+    return time.mktime(time.strptime(stamp[:19], '%Y-%m-%d %H:%M:%S')) + \
+        int(stamp[20:23]) / 1000.0
+
+
+def kept_reads(lines):
+    """``[(time, provider uuid)]`` of the kept state's reads in ``lines``."""
+    reads = []
+    for line in lines:
+        match = KEPT_LINE.match(line)
+        if not match:
+            continue
+        at = _log_time(match.group(1))
+        for field in ('added', 'changed'):
+            for uuid_ in match.group(field).split(', '):
+                if uuid_ and uuid_ != 'none':
+                    reads.append((at, uuid_.strip()))
+    return reads
+
+
+def seen_after(reads, provider, since):
+    """Seconds from ``since`` to the first read of ``provider``, or None."""
+    times = [at for at, uuid_ in reads if uuid_ == provider and at >= since]
+    return min(times) - since if times else None
+
+
+def scheduler_logs():
+    logdir = ENV['NSE_LITE_LOGDIR']
+    return {name: os.path.join(logdir, '%s.log' % name)
+            for name in ENV['NSE_LITE_SCHEDULERS'].split()}
+
+
+def _read_lines(path):
+    with open(path, errors='replace') as f:
+        return f.readlines()
+
+
+def _wait_allocation(cloud, server_id, present, timeout=BOOT_TIMEOUT):
+    """The time at which the server's allocations were (or were not) seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = cloud.placement.get('/allocations/%s' % server_id).json()
+        if bool(body.get('allocations')) == present:
+            return time.time()
+        time.sleep(0.05)
+    return None
+
+
+def staleness(cloud, args):
+    """Time from a change in placement to every scheduler's kept state.
+
+    The changes, ``--rounds`` of each on the hosts in turn: another
+    consumer's claim on a compute node (``PUT /allocations``), an
+    inventory change (``reserved`` of MEMORY_MB, as a compute reports
+    it), a boot through the Compute API (measured from when its
+    allocation is in placement) and its deletion (from when its
+    allocation is gone: placement's generation does not move, the
+    compute's word to the schedulers brings it).  For each, the time to
+    the first line of each scheduler's log where its kept state read the
+    provider again.  A change one of them never reads within
+    STALENESS_TIMEOUT s is a violation (kept-state-stale).
+    """
+    hosts = cloud.hosts()
+    names = sorted(hosts)
+    logs = scheduler_logs()
+    flavor = cloud.flavor(64)
+    zones = {name: cloud.zone([name]) for name in names}
+    changes = []                       # (kind, provider, since)
+    for number in range(args.rounds):
+        host = names[number % len(names)]
+        provider = hosts[host]
+        consumer = str(uuid.uuid4())
+        since = time.time()
+        cloud.placement.put('/allocations/%s' % consumer, json={
+            'allocations': {provider: {'resources': {'MEMORY_MB': 64}}},
+            'project_id': 'nse-staleness', 'user_id': 'nse-staleness',
+            'consumer_generation': None}, microversion='1.28')
+        changes.append(('claim', provider, since))
+        time.sleep(1)
+        cloud.placement.delete('/allocations/%s' % consumer)
+        inventory = cloud.placement.get(
+            '/resource_providers/%s/inventories/MEMORY_MB' % provider).json()
+        reserved = inventory['reserved']
+        for value in (reserved + 1, reserved):
+            since = time.time()
+            body = dict(inventory, reserved=value)
+            body['resource_provider_generation'] = cloud.placement.get(
+                '/resource_providers/%s' % provider).json()['generation']
+            response = cloud.placement.put(
+                '/resource_providers/%s/inventories/MEMORY_MB' % provider,
+                json=body, raise_exc=False)
+            if response.status_code == 200:
+                changes.append(('inventory', provider, since))
+            else:
+                # the compute reported meanwhile (a generation conflict)
+                log('staleness: inventory change on %s refused (%d); '
+                    'not counted', provider, response.status_code)
+            time.sleep(1)
+        boot = cloud.boot(flavor, zones[host])
+        if boot is None:
+            continue
+        since = _wait_allocation(cloud, boot.id, True)
+        cloud.wait_final([boot])
+        if since is not None:
+            changes.append(('boot', provider, since))
+        time.sleep(1)
+        cloud.delete(boot.id)
+        since = _wait_allocation(cloud, boot.id, False, timeout=120)
+        if since is not None:
+            changes.append(('delete', provider, since))
+        time.sleep(1)
+    deadline = time.time() + STALENESS_TIMEOUT
+    observed = collections.defaultdict(list)   # kind -> seconds
+    missing = []
+    while True:
+        reads = {name: kept_reads(_read_lines(path))
+                 for name, path in logs.items()}
+        observed.clear()
+        missing = []
+        for kind, provider, since in changes:
+            for name, scheduler_reads in sorted(reads.items()):
+                seconds = seen_after(scheduler_reads, provider, since)
+                if seconds is None:
+                    missing.append((kind, provider, name))
+                else:
+                    observed[kind].append(seconds)
+        if not missing or time.time() > deadline:
+            break
+        time.sleep(1)
+    for kind in ('claim', 'inventory', 'boot', 'delete'):
+        values = sorted(observed[kind])
+        if values:
+            log('staleness %s: p50 %.0f ms, max %.0f ms (%d observations: '
+                '%d changes x %d schedulers)', kind,
+                values[len(values) // 2] * 1e3, values[-1] * 1e3,
+                len(values), len(values) // max(len(logs), 1), len(logs))
+    for kind, provider, name in missing:
+        log('invariant kept-state-stale: %s on %s never read by %s within '
+            '%d s', kind, provider, name, STALENESS_TIMEOUT)
+    log('invariant kept-state-stale: %d violation(s)', len(missing))
+    return len(missing)
+
+
+def claim_conflicts(since=0.0):
+    """``(claims, refused)`` in the schedulers' logs after ``since``."""
+    claims = refused = 0
+    for path in scheduler_logs().values():
+        for line in _read_lines(path):
+            if len(line) < 23 or not line[:4].isdigit():
+                continue
+            try:
+                at = _log_time(line[:23])
+            except ValueError:
+                continue
+            if at < since:
+                continue
+            if 'Attempting to claim resources in the placement API' in line:
+                claims += 1
+            elif 'Unable to submit allocation for instance' in line:
+                refused += 1
+    return claims, refused
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
@@ -980,13 +1161,17 @@ def main(argv=None):
     s.add_argument('--burst', type=int, default=12,
                    help='plain boots between two rounds')
     s.add_argument('--seed', type=int, default=13)
+    st = sub.add_parser('staleness')
+    st.add_argument('--rounds', type=int, default=3,
+                    help='changes of each kind (default 3)')
     args = parser.parse_args(argv)
     unknown = set(getattr(args, 'rounds', ())) - set(ROUNDS)
     if unknown:
         parser.error('unknown round(s) %s; the rounds are %s'
                      % (', '.join(sorted(unknown)), ', '.join(ROUNDS)))
     cloud = Cloud()
-    command = {'burst': burst, 'faults': faults_command, 'soak': soak}
+    command = {'burst': burst, 'faults': faults_command, 'soak': soak,
+               'staleness': staleness}
     try:
         violations = command[args.command](cloud, args)
     finally:

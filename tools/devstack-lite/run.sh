@@ -59,8 +59,9 @@
 #   NSE_LITE_TEST_REGEX  tempest --regex [^nova_sched_ext\.tempest_plugin\.]
 #   NSE_LITE_KEEP_DBS    1: leave the databases for inspection [0]
 #   NSE_LITE_MULTISCHED  multisched.py commands run after tempest against
-#                        the three schedulers ("burst", "faults", "soak")
-#                        ["burst faults"; empty: none]
+#                        the three schedulers ("burst", "staleness",
+#                        "faults", "soak") ["burst staleness faults";
+#                        empty: none]
 #   NSE_LITE_SOAK_REQUESTS  requests of "soak" [300]
 #   NSE_LITE_RESOURCES_INTERVAL  the computes' [DEFAULT]
 #                        update_resources_interval, seconds [10]
@@ -632,12 +633,13 @@ function supervise {
     done
 }
 
-MULTISCHED=${NSE_LITE_MULTISCHED-burst faults}
+MULTISCHED=${NSE_LITE_MULTISCHED-burst staleness faults}
 if _nova_sched_ext_own_scheduler && [[ -n "$MULTISCHED" ]]; then
     export NSE_LITE_FAULTS_DIR=$FAULTS_DIR NSE_LITE_PIDDIR=$PIDDIR
     export NSE_LITE_REDIS_PORT=$REDIS_PORT
     NSE_LITE_SCHEDULERS=$(_nova_sched_ext_scheduler_services | paste -sd ' ')
     export NSE_LITE_SCHEDULERS
+    export NSE_LITE_LOGDIR=$LOGDIR
     export NSE_LITE_MAX_PER_AZ=${NOVA_SCHED_EXT_PREEMPTIBLE_MAX_PER_AZ:--1}
     export NSE_LITE_MAX_PER_HOST=${NOVA_SCHED_EXT_PREEMPTIBLE_MAX_PER_HOST:--1}
     domain_key=$(iniget "$NOVA_CONF" nova_sched_ext deployment_set_domain_key)
