@@ -67,6 +67,7 @@ replaced, never changed, under a lock.
 """
 
 import collections
+import operator
 import threading
 import time
 
@@ -202,6 +203,42 @@ def _service_rows(cctxt, hosts):
         return conn.execute(query).fetchall()
 
 
+def _all_service_rows(cctxt):
+    """Every live ``nova-compute`` service row of the cell."""
+    c = _SERVICES.c
+    query = sa.select(_SERVICES).where(c.deleted == 0,
+                                       c.binary == _COMPUTE_BINARY)
+    engine = nova_compat.cell_engine(cctxt)
+    with engine.connect() as conn:
+        return conn.execute(query).fetchall()
+
+
+def _same_or_newer(kept, polled):
+    """Whether a kept record's stamp is the polled row's, or later.
+
+    A record read after the poll may be newer than the stamp the poll
+    saw; it is not read again for that.
+    """
+    if kept == polled:
+        return True
+    return (kept[0] == polled[0] and kept[1] is not None and
+            polled[1] is not None and kept[1] > polled[1])
+
+
+class _Polled(object):
+    """One cell's rows as the last poll read them."""
+
+    __slots__ = ('stamps', 'services', 'at')
+
+    def __init__(self, stamps, services, at):
+        #: {compute node uuid: (created_at, updated_at)}, live nodes
+        self.stamps = stamps
+        #: {host: service row}, live nova-compute services
+        self.services = services
+        #: monotonic time of the poll
+        self.at = at
+
+
 class KeptHostManager(host_manager.HostManager):
     """Nova's ``HostManager``, its host state kept between requests."""
 
@@ -228,6 +265,54 @@ class KeptHostManager(host_manager.HostManager):
         # cell uuid -> host -> _KeptService
         self._kept_services = collections.defaultdict(dict)
         self._kept_since = time.monotonic()
+        # cell uuid -> _Polled, from poll_rows (kept candidates), and the
+        # node UUIDs of them all
+        self._polled = {}
+        self._polled_known = frozenset()
+
+    def poll_rows(self, context):
+        """Read every enabled cell's node stamps and service rows now.
+
+        With ``[nova_sched_ext] kept_candidates`` the kept provider
+        state's poller calls this every poll: the requests until the next
+        poll take the candidates' ``created_at``/``updated_at`` and their
+        hosts' service rows from it, instead of reading them per request
+        (a candidate or host the poll did not see is read as before).  A
+        change is then seen at most one poll interval late; rows older
+        than ``kept_state_max_age`` are not used.  A cell that does not
+        answer is read per request.
+        """
+        def read(cctxt):
+            stamps = {row.uuid: (_naive(row.created_at),
+                                 _naive(row.updated_at))
+                      for row in _node_stamps(cctxt, None)}
+            services = {row.host: row for row in _all_service_rows(cctxt)}
+            return _Polled(stamps, services, time.monotonic())
+
+        polled = {}
+        for cell, result in cloud_cells.answers(context,
+                                                list(self.enabled_cells),
+                                                read):
+            if isinstance(result, cloud_errors.CellUnavailable):
+                LOG.warning('Kept host state: cannot poll cell %s (%s); '
+                            'its requests read their rows.',
+                            result.cell_uuid, result)
+                continue
+            polled[cell.uuid] = result
+        # Nova asks every cell for every candidate: a node another cell's
+        # poll saw is not this cell's to read.
+        self._polled_known = frozenset(
+            uuid for rows in polled.values() for uuid in rows.stamps)
+        self._polled = polled
+
+    def _polled_rows(self, cell_uuid):
+        polled = self._polled.get(cell_uuid)
+        if polled is None:
+            return None
+        if (time.monotonic() - polled.at >
+                conf.CONF.nova_sched_ext.kept_state_max_age):
+            return None
+        return polled
 
     def drop_kept_state(self):
         """Forget every kept record: the next request reloads its hosts."""
@@ -277,12 +362,26 @@ class KeptHostManager(host_manager.HostManager):
             # Before the read: a row is trusted only if it was already
             # this old then.
             read_at = timeutils.utcnow()
-            stamps = _node_stamps(cctxt, compute_uuids)
+            polled = (self._polled_rows(cell_uuid)
+                      if compute_uuids is not None else None)
+            if polled is None:
+                stamps = _node_stamps(cctxt, compute_uuids)
+                same = operator.eq
+            else:
+                stamps = [(uuid,) + polled.stamps[uuid]
+                          for uuid in compute_uuids
+                          if uuid in polled.stamps]
+                known = self._polled_known
+                unseen = [uuid for uuid in compute_uuids
+                          if uuid not in known]
+                if unseen:
+                    stamps += list(_node_stamps(cctxt, unseen))
+                same = _same_or_newer
             fresh_uuids = []
             for uuid, created_at, updated_at in stamps:
                 kept = nodes.get(uuid)
                 if (kept is None or not kept.trusted or
-                        kept.stamp != (created_at, updated_at)):
+                        not same(kept.stamp, (created_at, updated_at))):
                     fresh_uuids.append(uuid)
             fresh = {}
             if fresh_uuids:
@@ -305,7 +404,16 @@ class KeptHostManager(host_manager.HostManager):
             hosts = sorted({kept.compute.host for kept in computes})
             found = {}
             fresh_services = {}
-            for row in _service_rows(cctxt, hosts) if hosts else ():
+            if polled is None:
+                rows = _service_rows(cctxt, hosts) if hosts else ()
+            else:
+                rows = [polled.services[host] for host in hosts
+                        if host in polled.services]
+                unseen = [host for host in hosts
+                          if host not in polled.services]
+                if unseen:
+                    rows += list(_service_rows(cctxt, unseen))
+            for row in rows:
                 kept = services.get(row.host)
                 if kept is None or kept.row != tuple(row):
                     service = nova_compat.service_from_row(cctxt,

@@ -102,6 +102,8 @@ class KeptCandidates(object):
         self._resynced_at = None
         self._failing = False
         self._claims = collections.OrderedDict()
+        #: callables run after each poll (the host state's rows)
+        self._also = []
         opts = CONF.nova_sched_ext
         self.poll_interval = opts.kept_state_poll_interval
         self.resync_interval = opts.kept_state_resync_interval
@@ -143,7 +145,16 @@ class KeptCandidates(object):
                              'usages of %d provider(s) changed without a '
                              'word from their computes.', len(freed))
             self._polled_at = started
-            return changes
+        for function in self._also:
+            function()
+        return changes
+
+    def also_poll(self, function):
+        """Call ``function()`` after every poll, in the poller's thread.
+
+        Its failure is the poll's: logged, and retried at the next one.
+        """
+        self._also.append(function)
 
     def start(self):
         """Poll in a thread of its own until :meth:`stop`."""

@@ -140,8 +140,11 @@ class SchedulerManager(nova_manager.SchedulerManager):
         if conf.CONF.nova_sched_ext.keep_host_state:
             host_state.KeptHostManager.adopt(self.host_manager)
         if conf.CONF.nova_sched_ext.kept_candidates:
-            self.candidate_limit.kept = kept_candidates.KeptCandidates(
-                self._kept_state_reader)
+            kept = self.candidate_limit.kept = \
+                kept_candidates.KeptCandidates(self._kept_state_reader)
+            if isinstance(self.host_manager, host_state.KeptHostManager):
+                # The candidates' rows from the same poll, not per request.
+                kept.also_poll(self._poll_host_rows)
         self.request_wrappers = [factory(self) for factory in factories]
         LOG.info('nova-sched-ext scheduler manager with request wrappers: '
                  '%s', ', '.join(type(w).__name__
@@ -157,6 +160,10 @@ class SchedulerManager(nova_manager.SchedulerManager):
             nova_context.get_admin_context(),
             client=super().placement_client,
             workers=conf.CONF.nova_sched_ext.kept_state_workers)
+
+    def _poll_host_rows(self):
+        from nova import context as nova_context
+        self.host_manager.poll_rows(nova_context.get_admin_context())
 
     @property
     def placement_client(self):

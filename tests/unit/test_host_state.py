@@ -209,7 +209,12 @@ class TestKeptHostState(test.TestCase):
                         key, name, want.get(name), have.get(name)))
         return problems
 
+    #: poll the rows before each comparison (kept candidates' mode)
+    polled = False
+
     def assertSameAsReload(self, step):
+        if self.polled:
+            self.kept.poll_rows(self.ctxt)
         uuids = self._requested_uuids()
         problems = self.differences(uuids)
         self.assertEqual([], problems, 'after %s' % step)
@@ -403,6 +408,49 @@ class TestKeptHostState(test.TestCase):
         # Every save in the same instant: updated_at never moves, so only
         # the margin makes the kept manager read the rows again.
         self._run(11, 40, frozen_share=1.0)
+
+    def test_polled_rows_equal_a_full_reload_after_each_poll(self):
+        # [nova_sched_ext] kept_candidates: the rows come from the kept
+        # state's poll; once polled, the state is a full reload's.
+        self.polled = True
+        self._run(5, 60, frozen_share=0.3)
+
+    def test_polled_rows_spare_the_requests_their_reads(self):
+        self._freeze_clock()
+        self.kept.poll_rows(self.ctxt)
+        uuids = sorted(self.computes)
+        with mock.patch.object(host_state, '_node_stamps',
+                               wraps=host_state._node_stamps) as stamps, \
+                mock.patch.object(host_state, '_service_rows',
+                                  wraps=host_state._service_rows) as rows:
+            self.assertEqual([], self.differences(uuids))
+            self.assertEqual(0, stamps.call_count)
+            self.assertEqual(0, rows.call_count)
+            # a node the poll did not see is read, alone
+            new = self._new_node()
+            self.assertEqual([], self.differences(uuids + [new.uuid]))
+            self.assertEqual([new.uuid], stamps.call_args[0][1])
+            self.assertEqual([new.host], rows.call_args[0][1])
+            # rows older than kept_state_max_age are not used
+            for polled in self.kept._polled.values():
+                polled.at -= 31
+            stamps.reset_mock()
+            self.assertEqual([], self.differences(uuids))
+            self.assertTrue(stamps.called)
+
+    def test_a_change_after_the_poll_waits_for_the_next(self):
+        """The polled rows are one poll late, never more."""
+        clock = self._freeze_clock()
+        uuid = sorted(self.computes)[0]
+        # past the clock margin: the record read now is trusted
+        clock[0] += datetime.timedelta(seconds=40)
+        self.kept.poll_rows(self.ctxt)
+        self.assertEqual([], self.differences([uuid]))
+        self.step_update_node(uuid)
+        clock[0] += datetime.timedelta(seconds=40)
+        self.assertNotEqual([], self.differences([uuid]))
+        self.kept.poll_rows(self.ctxt)
+        self.assertEqual([], self.differences([uuid]))
 
     def test_a_missed_change_is_seen(self):
         """The comparison fails when the kept state is stale.
