@@ -335,13 +335,16 @@ kept_state_opts = [
              'answered (the unnumbered request group; compute nodes that '
              'are trees of one provider, no sharing providers; required '
              'and forbidden traits, member_of, in_tree, root_required); '
-             'any other query, a state older than kept_state_max_age, or '
-             'an answer with no candidate goes to placement unchanged, and '
-             'a request the kept candidates cannot place is asked of '
-             'placement\'s own query before NoValidHost. Claims still go '
-             'to placement as Nova makes them, so a stale state costs a '
-             'failed claim and an alternate, never an over-commit. Read at '
-             'service start.'),
+             'any other query, and every query while the state is older '
+             'than kept_state_max_age, goes to placement unchanged, and a '
+             'request the kept candidates cannot place (none among them, '
+             'or none that passes the filters) is asked of placement\'s own '
+             'query before NoValidHost. Claims still go to placement as '
+             'Nova makes them, so a stale state costs a failed claim and an '
+             'alternate, never an over-commit. With keep_host_state, the '
+             'same poll reads the candidates\' compute node and service '
+             'rows, which requests then do not read. Read at service '
+             'start.'),
     types.FiniteFloatOpt(
         'kept_state_poll_interval',
         default=1.0, min=0.05,
@@ -350,9 +353,10 @@ kept_state_opts = [
              '/resource_providers, then four reads of each provider whose '
              'generation moved, appeared, or was marked changed (by a claim '
              'of this scheduler, or by a compute telling the scheduler of '
-             'an instance deleted or moved). A change that takes room is '
-             'in the state at most this long plus one poll after it was '
-             'made.'),
+             'an instance deleted or moved), and, with keep_host_state, '
+             'the cells\' compute node stamps and nova-compute service '
+             'rows. A change that takes room is in the state at most this '
+             'long plus one poll after it was made.'),
     cfg.IntOpt(
         'kept_state_resync_interval',
         default=600, min=0,
