@@ -1028,6 +1028,129 @@ def commit(ctx, objects, hardware, rc, managers, cloud_by_uuid, outcome):
 
 
 # ---------------------------------------------------------------------------
+# Several schedulers at once
+
+
+def several_schedulers(ctx, objects, hardware, conf, args, flavors, cloud,
+                       rc):
+    """``--schedulers N --burst-seconds S``: N package managers at once.
+
+    Each is ``nova-sched-ext-scheduler``'s manager with kept candidates,
+    its own kept state polled by its own thread every
+    ``[nova_sched_ext] kept_state_poll_interval`` (as in the service), on
+    the cloud the replay left.  One client thread per scheduler sends
+    boots of the trace's flavors back to back for S seconds; the claims
+    stay (nothing is committed to the compute node records, so the
+    NUMA-level usage the filters see does not grow: what is measured is
+    placement's side).  Then: requests a second, latency, the claims
+    placement refused (two schedulers chose the same room: Nova goes on
+    to the next host) and every provider's usage against its capacity
+    (over-commits: must be 0).
+    """
+    import threading as threading_mod
+
+    from nova import exception
+    import oslo_messaging as messaging
+
+    managers = []
+    for _ in range(args.schedulers):
+        manager = make_manager(conf, PACKAGE, args.package_weighers,
+                               args.package_host_state,
+                               args.package_numa_filter, 'kept')
+        seed_instance_info(ctx, objects, manager, cloud)
+        manager.candidate_limit.kept.poll()
+        managers.append(manager)
+    claims = collections.Counter()
+    claim = rc.claim_resources
+
+    def counted_claim(*a, **kw):
+        result = claim(*a, **kw)
+        claims['refused' if not result else 'placed'] += 1
+        return result
+
+    rc.claim_resources = counted_claim
+    flavor_list = sorted(flavors, key=lambda f: f.name)
+    outcomes = []
+    errors = []
+    lock = threading_mod.Lock()
+    deadline = [None]
+
+    def client(number, manager):
+        rng = random.Random(args.seed * 100 + number)
+        sent = 0
+        while time.perf_counter() < deadline[0]:
+            flavor = rng.choice(flavor_list)
+            instance_uuid = stable_uuid('burst', number, sent)
+            sent += 1
+            spec = request_spec(ctx, objects, hardware, flavor,
+                                instance_uuid)
+            started = time.perf_counter()
+            error = None
+            try:
+                manager.select_destinations(
+                    ctx, spec_obj=spec, instance_uuids=[instance_uuid],
+                    return_objects=True, return_alternates=True)
+                placed = True
+            except (exception.NoValidHost, messaging.ExpectedException):
+                placed = False
+            except Exception as exc:   # a fault of the bench or the code
+                placed, error = False, '%s: %s' % (type(exc).__name__, exc)
+            with lock:
+                outcomes.append((placed, time.perf_counter() - started))
+                if error:
+                    errors.append(error)
+
+    for manager in managers:
+        manager.candidate_limit.kept.start()
+    try:
+        heartbeat()
+        started = time.perf_counter()
+        deadline[0] = started + args.burst_seconds
+        threads = [threading_mod.Thread(target=client, args=(n, m))
+                   for n, m in enumerate(managers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+    finally:
+        for manager in managers:
+            manager.candidate_limit.kept.stop()
+        rc.claim_resources = claim
+    over = []
+    for host in cloud:
+        base = '/resource_providers/%s' % host.uuid
+        inventories = rc.get(base + '/inventories',
+                             version='1.14').json()['inventories']
+        usages = rc.get(base + '/usages', version='1.14').json()['usages']
+        for rc_name, inv in inventories.items():
+            capacity = int((inv['total'] - inv['reserved']) *
+                           inv['allocation_ratio'])
+            if usages.get(rc_name, 0) > capacity:
+                over.append('%s %s %d > %d' % (host.name, rc_name,
+                                               usages[rc_name], capacity))
+    latencies = [seconds * 1e3 for _placed, seconds in outcomes]
+    total_claims = claims['placed'] + claims['refused']
+    return {
+        'schedulers': args.schedulers, 'seconds': elapsed,
+        'requests': len(outcomes),
+        'requests_per_second': len(outcomes) / elapsed if elapsed else 0.0,
+        'placed': sum(1 for placed, _s in outcomes if placed),
+        'no_valid_host': sum(1 for placed, _s in outcomes if not placed),
+        'latency_ms': summary(latencies),
+        'claims': total_claims, 'claims_refused': claims['refused'],
+        'conflict_rate': (claims['refused'] / total_claims
+                          if total_claims else 0.0),
+        'over_commits': over,
+        'errors': errors[:10], 'error_count': len(errors),
+        'answers': [dict(m.candidate_limit.kept.counts) for m in managers],
+        'note': 'one process, one client thread per scheduler manager, '
+                'each with its own kept state and poller thread; claims '
+                'are not committed to the compute node records',
+    }
+
+
+# ---------------------------------------------------------------------------
 # One size
 
 
@@ -1221,6 +1344,14 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
             'package_ms': done[PACKAGE].phases['total'] * 1e3,
         })
     replay_s = time.perf_counter() - replay_started
+    burst = None
+    if args.schedulers:
+        for patch in patches:
+            patch.stop()
+        progress('%d schedulers at once for %d s'
+                 % (args.schedulers, args.burst_seconds))
+        burst = several_schedulers(ctx, objects, hardware, conf, args,
+                                   flavors, cloud, rc)
 
     both = [r for r in rows if r['nova_host'] and r['package_host']]
     sides = {side: _side_figures(outcomes[side]) for side in SIDES}
@@ -1264,6 +1395,7 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
         'only_package_placed': sum(
             1 for r in rows if r['package_host'] and not r['nova_host']),
         'own_p50_ratio': own[NOVA] / own[PACKAGE] if own[PACKAGE] else None,
+        'several_schedulers': burst,
         'setup_s': setup_s, 'replay_s': replay_s,
         'wall_s': time.perf_counter() - wall_started,
         'per_request': rows,
@@ -1354,6 +1486,14 @@ def add_arguments(parser):
                              'state it keeps (kept: kept_candidates = '
                              'True; the state is polled between requests, '
                              'untimed)')
+    parser.add_argument('--schedulers', type=int, default=0,
+                        help='after the replay, this many package '
+                             'schedulers (kept candidates, each with its '
+                             'own poller) receive boots at once for '
+                             '--burst-seconds: throughput, claim conflicts, '
+                             'over-commits (default 0: none)')
+    parser.add_argument('--burst-seconds', type=int, default=60,
+                        help='length of the --schedulers burst (default 60)')
     parser.add_argument('--max-placement-results', default=None,
                         help='comma-separated values of [scheduler] '
                              'max_placement_results for both schedulers '
@@ -1388,6 +1528,9 @@ def run(args):
                                  '--max-placement-results')
         if args.requests < 1:
             raise BenchError('--requests must be at least 1')
+        if args.schedulers < 0 or args.burst_seconds < 1:
+            raise BenchError('--schedulers must be 0 or more and '
+                             '--burst-seconds at least 1')
         started = time.perf_counter()
         if len(sizes) == 1 and len(limits) == 1:
             runs = [_in_this_process(args, sizes[0], limits[0])]
@@ -1403,6 +1546,10 @@ def run(args):
         for figures in runs:
             print(render(figures))
         print('wall time of the whole run: %.0f s' % result['wall_s'])
+    bursts = [r['several_schedulers'] for r in runs
+              if r.get('several_schedulers')]
+    if any(b['over_commits'] or b['error_count'] for b in bursts):
+        return 1
     return 0 if all(r['sides'][s]['placed'] for r in runs
                     for s in SIDES) else 1
 
@@ -1430,6 +1577,8 @@ def _in_a_child(args, size, limit=None):
             '--package-host-state', args.package_host_state,
             '--package-numa-filter', args.package_numa_filter,
             '--package-candidates', args.package_candidates,
+            '--schedulers', str(args.schedulers),
+            '--burst-seconds', str(args.burst_seconds),
             '--db-prefix', prefix]
     if args.backend:
         argv += ['--backend', args.backend]
@@ -1512,6 +1661,20 @@ def render(figures):
     lines.append('select_destinations p50 Nova / package: %s' % (
         '%.1fx' % (total[NOVA] / total[PACKAGE]) if total[PACKAGE]
         else 'n/a'))
+    burst = figures.get('several_schedulers')
+    if burst:
+        lat = burst['latency_ms']
+        lines.append(
+            '%d schedulers at once, %.0f s: %d requests, %.1f a second '
+            '(%d placed, %d NoValidHost, %d errors); latency p50 / p95 / '
+            'p99 %.0f / %.0f / %.0f ms; claims %d, refused by placement %d '
+            '(conflict rate %.1f%%); over-commits in placement: %d' % (
+                burst['schedulers'], burst['seconds'], burst['requests'],
+                burst['requests_per_second'], burst['placed'],
+                burst['no_valid_host'], burst['error_count'], lat['p50'],
+                lat['p95'], lat['p99'], burst['claims'],
+                burst['claims_refused'], 100.0 * burst['conflict_rate'],
+                len(burst['over_commits'])))
     kept = figures.get('kept_state')
     if kept:
         lines.append(

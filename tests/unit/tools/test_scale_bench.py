@@ -115,6 +115,40 @@ class TestScaleBenchRun(base.TestCase):
                              row['package_host'] is None, row)
 
 
+class TestScaleBenchKeptRun(base.TestCase):
+    """A tiny run with kept candidates and two schedulers at once."""
+
+    def test_kept_candidates_and_several_schedulers(self):
+        env = dict(os.environ, PYTHONHASHSEED='0')
+        done = subprocess.run(
+            [sys.executable, '-m', 'nova_sched_ext_tools.bench.cli',
+             'scale', '--json', '--hosts', '12', '--requests', '4',
+             '--db', 'sqlite', '--package-candidates', 'kept',
+             '--schedulers', '2', '--burst-seconds', '2'],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            timeout=900, check=False)
+        self.addDetail('stderr', content.text_content(
+            done.stderr.decode('utf-8', 'replace')))
+        self.assertEqual(0, done.returncode)
+        (run,) = json.loads(done.stdout)['runs']
+        self.assertEqual('kept', run['package_candidates'])
+        package = run['sides']['package']
+        # every query of a request that placed answered from kept state
+        self.assertEqual(0, package['placement_queries']['p50'])
+        self.assertGreaterEqual(package['kept_answers']['p50'], 1)
+        self.assertGreater(package['phases_ms']['kept']['p50'], 0.0)
+        self.assertGreater(run['kept_state']['answers']['kept'], 0)
+        burst = run['several_schedulers']
+        self.assertEqual(2, burst['schedulers'])
+        self.assertGreater(burst['requests'], 0)
+        self.assertEqual(burst['requests'],
+                         burst['placed'] + burst['no_valid_host'])
+        self.assertEqual([], burst['over_commits'])
+        self.assertEqual(0, burst['error_count'])
+        self.assertGreaterEqual(burst['claims'], burst['placed'])
+        self.assertEqual(2, len(burst['answers']))
+
+
 class TestScaleBenchHelpers(base.TestCase):
 
     def test_percentiles_by_nearest_rank(self):
