@@ -29,6 +29,7 @@ import socket
 import subprocess
 import threading
 import types
+from unittest import mock
 
 import fixtures
 
@@ -781,3 +782,16 @@ class StalenessLogTest(base.TestCase):
         self.assertEqual([(multisched._log_time('2026-12-04 15:49:07.052'),
                            self.P1)],
                          multisched.kept_reads(log.output.splitlines()))
+
+    def test_every_command_parses(self):
+        # main() parses before it reaches the cloud; each command's
+        # arguments must not trip over another's.
+        for argv in (['burst'], ['faults'], ['soak', '--requests', '3'],
+                     ['staleness', '--changes', '2']):
+            with mock.patch.object(multisched, 'Cloud') as cloud, \
+                    mock.patch.object(multisched, argv[0] if argv[0] !=
+                                      'faults' else 'faults_command',
+                                      return_value=0) as command:
+                self.assertEqual(0, multisched.main(argv))
+            command.assert_called_once()
+            cloud.return_value.cleanup.assert_called_once_with()

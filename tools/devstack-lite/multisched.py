@@ -22,7 +22,7 @@ own, fault launcher and fault proxies: see run.sh and localrc)::
     multisched.py faults [NAME..] one round of each fault (or those named)
     multisched.py soak --requests N [--seed S]
                                   rounds of random faults until N requests
-    multisched.py staleness [--rounds N]
+    multisched.py staleness [--changes N]
                                   time from a change in placement to each
                                   scheduler's kept provider state
 
@@ -1034,7 +1034,7 @@ def _wait_allocation(cloud, server_id, present, timeout=BOOT_TIMEOUT):
 def staleness(cloud, args):
     """Time from a change in placement to every scheduler's kept state.
 
-    The changes, ``--rounds`` of each on the hosts in turn: another
+    The changes, ``--changes`` of each on the hosts in turn: another
     consumer's claim on a compute node (``PUT /allocations``), an
     inventory change (``reserved`` of MEMORY_MB, as a compute reports
     it), a boot through the Compute API (measured from when its
@@ -1051,7 +1051,7 @@ def staleness(cloud, args):
     flavor = cloud.flavor(64)
     zones = {name: cloud.zone([name]) for name in names}
     changes = []                       # (kind, provider, since)
-    for number in range(args.rounds):
+    for number in range(args.changes):
         host = names[number % len(names)]
         provider = hosts[host]
         consumer = str(uuid.uuid4())
@@ -1162,7 +1162,7 @@ def main(argv=None):
                    help='plain boots between two rounds')
     s.add_argument('--seed', type=int, default=13)
     st = sub.add_parser('staleness')
-    st.add_argument('--rounds', type=int, default=3,
+    st.add_argument('--changes', type=int, default=3,
                     help='changes of each kind (default 3)')
     args = parser.parse_args(argv)
     unknown = set(getattr(args, 'rounds', ())) - set(ROUNDS)
