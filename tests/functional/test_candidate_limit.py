@@ -126,6 +126,18 @@ def cloud_host(number, pinned_cores):
     return host
 
 
+def write_cloud(ctxt, cloud, cell):
+    """Write ``cloud`` as the scale bench does; the pinned flavor it fits."""
+    flavor = objects.Flavor(
+        name='pinned.2cell', flavorid='pinned.2cell', vcpus=8,
+        memory_mb=8192, root_gb=scale.INSTANCE_DISK_GB, ephemeral_gb=0,
+        swap=0, rxtx_factor=1.0, vcpu_weight=0, disabled=False,
+        is_public=True, extra_specs=dict(FLAVOR_SPECS))
+    scale.populate(ctxt, objects, cloud, types.SimpleNamespace(
+        engine=placement_db.get_placement_engine), [flavor], cell=cell)
+    return flavor
+
+
 def load_instance_info(ctxt, hm, cloud):
     """What a scheduler knows of the hosts' instances once started.
 
@@ -172,14 +184,8 @@ class CandidateLimitTest(test.TestCase):
         self.managers = {}
         self.cloud = [cloud_host(number, ONE_CELL_FREE)
                       for number in range(HOSTS)]
-        self.flavor = objects.Flavor(
-            name='pinned.2cell', flavorid='pinned.2cell', vcpus=8,
-            memory_mb=8192, root_gb=scale.INSTANCE_DISK_GB, ephemeral_gb=0,
-            swap=0, rxtx_factor=1.0, vcpu_weight=0, disabled=False,
-            is_public=True, extra_specs=dict(FLAVOR_SPECS))
-        scale.populate(self.ctxt, objects, self.cloud, types.SimpleNamespace(
-            engine=placement_db.get_placement_engine), [self.flavor],
-            cell=self.cell_mappings['cell1'])
+        self.flavor = write_cloud(self.ctxt, self.cloud,
+                                  self.cell_mappings['cell1'])
         self.client = report.report_client_singleton()
         self.fitting = self.host_outside_first_candidates()
         self.fitting.topology = hosts.numa_topology(cells(BOTH_CELLS_FREE))

@@ -34,7 +34,6 @@ process changes placement behind its back:
   kept candidates, is asked of placement, and lands.
 """
 
-import types
 from unittest import mock
 import uuid as uuid_lib
 
@@ -47,14 +46,12 @@ from nova import test
 from nova.tests.functional import fixtures as func_fixtures
 from nova.virt import hardware
 import oslo_messaging as messaging
-from placement import db_api as placement_db
 
 from nova_sched_ext import kept_candidates
 from nova_sched_ext_tools.bench import scale
 from tests.functional import test_candidate_limit as limit_test
 
 HOSTS = 4
-FLAVOR_SPECS = limit_test.FLAVOR_SPECS
 
 
 class KeptCandidatesTest(test.TestCase):
@@ -64,23 +61,17 @@ class KeptCandidatesTest(test.TestCase):
         for name in limit_test.QUIET_LOGGERS:
             self.useFixture(limit_test.QuietLogger(name))
         self.flags(service_down_time=3600)
-        self.flags(kept_candidates=True, group='nova_sched_ext')
         self.placement = self.useFixture(func_fixtures.PlacementFixture())
         self.ctxt = nova_context.get_admin_context()
         self.cloud = [limit_test.cloud_host(number,
                                             limit_test.BOTH_CELLS_FREE)
                       for number in range(HOSTS)]
         self.by_uuid = {host.uuid: host for host in self.cloud}
-        self.flavor = objects.Flavor(
-            name='pinned.2cell', flavorid='pinned.2cell', vcpus=8,
-            memory_mb=8192, root_gb=scale.INSTANCE_DISK_GB, ephemeral_gb=0,
-            swap=0, rxtx_factor=1.0, vcpu_weight=0, disabled=False,
-            is_public=True, extra_specs=dict(FLAVOR_SPECS))
-        scale.populate(self.ctxt, objects, self.cloud, types.SimpleNamespace(
-            engine=placement_db.get_placement_engine), [self.flavor],
-            cell=self.cell_mappings['cell1'])
+        self.flavor = limit_test.write_cloud(self.ctxt, self.cloud,
+                                             self.cell_mappings['cell1'])
         self.client = report.report_client_singleton()
-        self.manager = scale.make_manager(nova_conf.CONF, scale.PACKAGE)
+        self.manager = scale.make_manager(nova_conf.CONF, scale.PACKAGE,
+                                          package_candidates='kept')
         limit_test.load_instance_info(self.ctxt, self.manager.host_manager,
                                       self.cloud)
         self.kept = self.manager.candidate_limit.kept
