@@ -97,7 +97,7 @@ class KeptCandidates(object):
         self._state = None
         self._stop = threading.Event()
         self._thread = None
-        #: start of the last successful poll, and of the last full read
+        #: start of the last successful poll, and of the last usages resync
         self._polled_at = None
         self._resynced_at = None
         self._failing = False
@@ -191,9 +191,10 @@ class KeptCandidates(object):
                                 self.max_age)
                 self._failing = True
             except Exception:
-                LOG.exception('Kept provider state: the poll failed; '
-                              'queries go to placement once the state is '
-                              'older than %s s.', self.max_age)
+                if not self._failing:
+                    LOG.exception('Kept provider state: the poll failed; '
+                                  'queries go to placement once the state '
+                                  'is older than %s s.', self.max_age)
                 self._failing = True
             else:
                 if self._failing:

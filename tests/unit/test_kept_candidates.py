@@ -245,6 +245,22 @@ class KeptCandidatesTest(base.TestCase):
         self.assertIn('answered from provider state kept by polling '
                       'placement every 0.01 s', self.log.output)
 
+    def test_an_unexpected_failure_is_logged_once_a_streak(self):
+        calls = []
+
+        def broken():
+            calls.append(1)
+            if len(calls) == 3:
+                self.kept._stop.set()
+            raise ValueError('a bug')
+
+        self.kept.poll = broken
+        self.kept.poll_interval = 0.0
+        self.kept._run()
+        self.assertEqual(3, len(calls))
+        self.assertEqual(1, self.log.output.count(
+            'Kept provider state: the poll failed'))
+
     def test_a_failing_poll_keeps_the_state_and_warns_once(self):
         self.placement.create([node()])
         self.kept.poll()
