@@ -1027,6 +1027,52 @@ def commit(ctx, objects, hardware, rc, managers, cloud_by_uuid, outcome):
             ctx, host.name, objects.InstanceList(objects=[instance]))
 
 
+def check_kept_answer(ctx, manager, spec, rc, hosts):
+    """Placement's own answer against the kept state's, '' if equal.
+
+    The request's first query (as Nova builds it), with a limit of every
+    host, asked of both, on the state the poll just read: the same
+    providers and the same allocation requests, the same summaries.
+    """
+    from nova.scheduler import utils as scheduler_utils
+
+    resources = scheduler_utils.resources_from_request_spec(
+        ctx, spec, manager.host_manager, enable_pinning_translate=True)
+    resources._limit = hosts
+    kept = manager.candidate_limit.kept
+    ours = kept.answer(resources)
+    if ours is None:
+        return ''     # outside the subset: placement answers it anyway
+    resp = rc.get('/allocation_candidates?' + resources.to_querystring(),
+                  version=ours[2], global_request_id=ctx.global_id)
+    theirs = resp.json()
+
+    def requests(alloc_reqs):
+        return sorted(json.dumps(ar['allocations'], sort_keys=True)
+                      for ar in alloc_reqs)
+
+    if requests(ours[0]) != requests(theirs['allocation_requests']):
+        return ('%s: %d allocation requests kept, %d from placement'
+                % (resources.to_querystring(), len(ours[0]),
+                   len(theirs['allocation_requests'])))
+
+    def summaries(by_uuid):
+        # traits are a set: placement lists them in no order
+        return {uuid: dict(summary, traits=sorted(summary.get('traits', ())))
+                for uuid, summary in by_uuid.items()}
+
+    ours_s, theirs_s = (summaries(ours[1]),
+                        summaries(theirs['provider_summaries']))
+    if ours_s != theirs_s:
+        uuid = next(u for u in sorted(set(ours_s) | set(theirs_s))
+                    if ours_s.get(u) != theirs_s.get(u))
+        return ('%s: the summaries of %s differ: kept %s, placement %s'
+                % (resources.to_querystring(), uuid,
+                   json.dumps(ours_s.get(uuid), sort_keys=True),
+                   json.dumps(theirs_s.get(uuid), sort_keys=True)))
+    return ''
+
+
 # ---------------------------------------------------------------------------
 # Several schedulers at once
 
@@ -1265,6 +1311,7 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     kept = managers[PACKAGE].candidate_limit.kept
     kept_load_s = None
     polls_ms = []
+    kept_checks = []
     if kept is not None:
         progress('the package\'s kept provider state: its first read of '
                  'placement')
@@ -1335,6 +1382,8 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
             started = time.perf_counter()
             kept.poll()
             polls_ms.append((time.perf_counter() - started) * 1e3)
+            kept_checks.append(check_kept_answer(
+                ctx, managers[PACKAGE], done[PACKAGE].spec, rc, hosts))
         rows.append({
             'request': request.number, 'flavor': request.flavor.name,
             'variant': request.variant,
@@ -1378,6 +1427,8 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
             'first_read_s': kept_load_s,
             'poll_ms': summary(polls_ms),
             'answers': dict(kept.counts),
+            'checked_against_placement': len(kept_checks),
+            'differences': [d for d in kept_checks if d],
             'note': 'polled between requests, not timed with them; the '
                     'service polls in a thread of its own every '
                     '[nova_sched_ext] kept_state_poll_interval seconds'},
@@ -1550,6 +1601,8 @@ def run(args):
               if r.get('several_schedulers')]
     if any(b['over_commits'] or b['error_count'] for b in bursts):
         return 1
+    if any((r.get('kept_state') or {}).get('differences') for r in runs):
+        return 1
     return 0 if all(r['sides'][s]['placed'] for r in runs
                     for s in SIDES) else 1
 
@@ -1684,4 +1737,10 @@ def render(figures):
                 kept['poll_ms']['p99'], ', '.join(
                     '%s %d' % item for item in sorted(
                         kept['answers'].items()))))
+        lines.append(
+            'kept answers checked against placement\'s own (every '
+            'candidate): %d, differing: %d%s' % (
+                kept['checked_against_placement'],
+                len(kept['differences']),
+                ''.join('\n  ' + d for d in kept['differences'][:5])))
     return '\n'.join(lines)

@@ -138,6 +138,10 @@ class TestScaleBenchKeptRun(base.TestCase):
         self.assertGreaterEqual(package['kept_answers']['p50'], 1)
         self.assertGreater(package['phases_ms']['kept']['p50'], 0.0)
         self.assertGreater(run['kept_state']['answers']['kept'], 0)
+        # each request's query asked of placement too, with every
+        # candidate: the same answer
+        self.assertEqual(4, run['kept_state']['checked_against_placement'])
+        self.assertEqual([], run['kept_state']['differences'])
         burst = run['several_schedulers']
         self.assertEqual(2, burst['schedulers'])
         self.assertGreater(burst['requests'], 0)
