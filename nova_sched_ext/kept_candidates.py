@@ -36,9 +36,10 @@ the signals that keep it current; the candidate limit
   away (``delete_instance_info``; ``update_instance_info`` on the host
   that took it), and from this scheduler's own clean-up of its claims:
   each marks the host's providers, read again at the next poll;
-* every ``kept_state_resync_interval`` seconds every provider's usages
-  are read again (one call a provider), for room freed without a compute
-  telling (an allocation deleted by hand).
+* every provider's usages are read again once every
+  ``kept_state_resync_interval`` seconds (one call a provider, spread over
+  the polls), for room freed without a compute telling (an allocation
+  deleted by hand).
 
 **Why a stale state is safe.**  Claims go to placement as Nova makes them
 (``PUT /allocations/{consumer}``), and placement refuses one that does
@@ -97,9 +98,11 @@ class KeptCandidates(object):
         self._state = None
         self._stop = threading.Event()
         self._thread = None
-        #: start of the last successful poll, and of the last usages resync
+        #: start of the last successful poll
         self._polled_at = None
-        self._resynced_at = None
+        #: where the usages resync goes on, and the part of a provider due
+        self._resync_cursor = 0
+        self._resync_credit = 0.0
         self._failing = False
         self._claims = collections.OrderedDict()
         #: callables run after each poll (the host state's rows)
@@ -123,7 +126,7 @@ class KeptCandidates(object):
             return self._state
 
     def poll(self):
-        """One poll now (then every provider's usages when a resync is due).
+        """One poll now, and the usages of the providers whose resync is due.
 
         :returns: the poll's :class:`~nova_sched_ext.cloud.provider_state.
             Changes`
@@ -134,20 +137,39 @@ class KeptCandidates(object):
             state = self._get_state()
             started = self._clock()
             changes = state.refresh()
-            if self._resynced_at is None:
-                self._resynced_at = started
-            elif (self.resync_interval and
-                    started - self._resynced_at >= self.resync_interval):
-                freed = state.resync_usages()
-                self._resynced_at = started
-                if freed:
-                    LOG.info('Kept provider state: the resync found the '
-                             'usages of %d provider(s) changed without a '
-                             'word from their computes.', len(freed))
+            if self.resync_interval and self._polled_at is not None:
+                self._resync_slice(state, started - self._polled_at)
             self._polled_at = started
         for function in self._also:
             function()
         return changes
+
+    def _resync_slice(self, state, elapsed):
+        """Read the usages of the providers due, round-robin.
+
+        Every provider's usages are read once per ``resync_interval``,
+        spread over the polls (``elapsed`` seconds since the last one)
+        rather than all at once: at 10,000 providers a poll reads about
+        17 of them with the defaults, instead of one poll of 10,000
+        calls every ten minutes.
+        """
+        uuids = state.uuids()
+        if not uuids:
+            return
+        due = min(len(uuids), self._resync_credit +
+                  len(uuids) * elapsed / self.resync_interval)
+        count = int(due)
+        self._resync_credit = due - count
+        if not count:
+            return
+        start = self._resync_cursor % len(uuids)
+        chunk = (uuids + uuids)[start:start + count]
+        self._resync_cursor = start + count
+        freed = state.resync_usages(chunk)
+        if freed:
+            LOG.info('Kept provider state: the resync found the usages of '
+                     '%d provider(s) changed without a word from their '
+                     'computes.', len(freed))
 
     def also_poll(self, function):
         """Call ``function()`` after every poll, in the poller's thread.

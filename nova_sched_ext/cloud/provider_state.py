@@ -174,23 +174,31 @@ class ProviderState(object):
                     self._providers[uuid] = provider._replace(
                         generation=None)
 
-    def resync_usages(self):
-        """Read every provider's usages again, now: one call a provider.
+    def uuids(self):
+        """The UUIDs kept, in placement's listing order."""
+        with self._lock:
+            return list(self._order)
+
+    def resync_usages(self, uuids=None):
+        """Read these providers' usages again, now: one call a provider.
 
         What a poll cannot see is room freed (usages that went down
         without a new generation); the inventories, traits and aggregates
         of a provider always move its generation.  A provider whose
-        generation moved meanwhile is read in full at the next poll, as
-        usual.  Returns the UUIDs whose usages changed.
+        generation moved meanwhile, or that is marked to be read again
+        (a claim of this scheduler), is left to the next poll, which
+        reads it in full.  Returns the UUIDs whose usages changed.
+
+        :param uuids: the providers to read; None: every one kept
         """
-        with self._lock:
-            uuids = list(self._order)
+        if uuids is None:
+            uuids = self.uuids()
         read = self._reader.usages(uuids)
         changed = set()
         with self._lock:
             for uuid, used in read.items():
                 provider = self._providers.get(uuid)
-                if provider is None:
+                if provider is None or provider.generation is None:
                     continue
                 now = {rc: used.get(rc, 0) for rc in provider.inventories}
                 now.update(used)

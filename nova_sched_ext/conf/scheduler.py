@@ -360,9 +360,10 @@ kept_state_opts = [
     cfg.IntOpt(
         'kept_state_resync_interval',
         default=600, min=0,
-        help='Seconds after which the kept provider state reads the '
-             'usages of every provider again (one call a provider), in the '
-             'background: the bound on how long room freed without a '
+        help='Seconds in which the kept provider state reads the usages '
+             'of every provider again (one call a provider, spread over '
+             'the polls), in the background: the bound on how long room '
+             'freed without a '
              'compute telling the scheduler (an allocation removed by hand '
              'or by another service) stays unseen. 0 never does. Placement '
              'does not change a provider\'s generation when allocations '

@@ -195,6 +195,24 @@ class KeptCandidatesTest(base.TestCase):
                       self.log.output)
         self.assertEqual(1, len(self.kept.answer(ONE_VCPU)[0]))
 
+    def test_the_resync_is_spread_over_the_polls(self):
+        providers = self.placement.create([node(vcpus=4) for _ in range(4)])
+        consumers = [self.claim(rp.uuid, 4)[0] for rp in providers]
+        self.kept.poll()
+        for consumer in consumers:
+            self.free(consumer)
+        seen = []
+        for _quarter in range(4):
+            # a quarter of the interval: a quarter of the providers
+            self.clock.now += self.kept.resync_interval / 4
+            before = self.client.calls
+            self.kept.poll()
+            self.assertEqual(1 + 1, self.client.calls - before)
+            seen.append(hosts(self.kept.answer(ONE_VCPU)))
+        # one more provider with room after each poll, each once
+        self.assertEqual([1, 2, 3, 4], [len(h) for h in seen])
+        self.assertEqual(sorted(rp.uuid for rp in providers), seen[-1])
+
     def test_a_compute_telling_of_a_host_marks_its_providers(self):
         first, second = self.placement.create([node(vcpus=4), node(vcpus=4)])
         consumers = [self.claim(host.uuid, 4)[0] for host in (first, second)]
