@@ -149,11 +149,9 @@ class ProviderState(object):
         whole cloud is then answered by placement, since placement could
         split a request over a nested or sharing provider).
         """
+        # Asked on every query: no walk over the providers.
         with self._lock:
-            for uuid in self._order:
-                if uuid in self._outside:
-                    return self._outside[uuid]
-        return None
+            return next(iter(self._outside.values()), None)
 
     def named(self, name):
         """The UUIDs of the kept providers called ``name``."""
