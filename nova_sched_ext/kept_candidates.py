@@ -64,7 +64,7 @@ import time
 from oslo_log import log as logging
 
 from nova_sched_ext.cloud import candidate_query
-from nova_sched_ext.cloud import errors as cloud_errors
+from nova_sched_ext.cloud import poller
 from nova_sched_ext.cloud import provider_state
 from nova_sched_ext import conf
 
@@ -96,14 +96,8 @@ class KeptCandidates(object):
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
         self._state = None
-        self._stop = threading.Event()
-        self._thread = None
         #: start of the last successful poll
         self._polled_at = None
-        #: where the usages resync goes on, and the part of a provider due
-        self._resync_cursor = 0
-        self._resync_credit = 0.0
-        self._failing = False
         self._claims = collections.OrderedDict()
         #: callables run after each poll (the host state's rows)
         self._also = []
@@ -111,6 +105,12 @@ class KeptCandidates(object):
         self.poll_interval = opts.kept_state_poll_interval
         self.resync_interval = opts.kept_state_resync_interval
         self.max_age = opts.kept_state_max_age
+        self._poller = poller.Poller(
+            lambda: self.poll(), lambda: self.poll_interval,
+            'Kept provider state', 'placement',
+            'queries go to placement once the state is older than %s s'
+            % self.max_age, done=self._log_changes, clock=clock,
+            log=LOG)
         #: how queries were answered: ``kept``, ``empty`` (from the kept
         #: state, with no candidate), ``outside``, ``not_ready``,
         #: ``too_old``, ``cloud_outside`` (by placement)
@@ -145,27 +145,8 @@ class KeptCandidates(object):
         return changes
 
     def _resync_slice(self, state, elapsed):
-        """Read the usages of the providers due, round-robin.
-
-        Every provider's usages are read once per ``resync_interval``,
-        spread over the polls (``elapsed`` seconds since the last one)
-        rather than all at once: at 10,000 providers a poll reads about
-        17 of them with the defaults, instead of one poll of 10,000
-        calls every ten minutes.
-        """
-        uuids = state.uuids()
-        if not uuids:
-            return
-        due = min(len(uuids), self._resync_credit +
-                  len(uuids) * elapsed / self.resync_interval)
-        count = int(due)
-        self._resync_credit = due - count
-        if not count:
-            return
-        start = self._resync_cursor % len(uuids)
-        chunk = (uuids + uuids)[start:start + count]
-        self._resync_cursor = start + count
-        freed = state.resync_usages(chunk)
+        """Read the usages of the providers due (see ``resync_due``)."""
+        freed = state.resync_due(elapsed, self.resync_interval)
         if freed:
             LOG.info('Kept provider state: the resync found the usages of '
                      '%d provider(s) changed without a word from their '
@@ -180,12 +161,9 @@ class KeptCandidates(object):
 
     def start(self):
         """Poll in a thread of its own until :meth:`stop`."""
-        if self._thread is not None:
+        if self._poller.running:
             return
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._run, name='nova-sched-ext-kept-state', daemon=True)
-        self._thread.start()
+        self._poller.start('nova-sched-ext-kept-state')
         LOG.info('Allocation candidates: answered from provider state kept '
                  'by polling placement every %(poll)s s (usages read '
                  'again every %(resync)s s; not used when older than '
@@ -195,42 +173,16 @@ class KeptCandidates(object):
                   'age': self.max_age})
 
     def stop(self):
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=max(self.poll_interval, 1.0) * 5)
+        self._poller.stop()
 
-    def _run(self):
-        while not self._stop.is_set():
-            started = self._clock()
-            try:
-                changes = self.poll()
-            except cloud_errors.CloudError as exc:
-                if not self._failing:
-                    LOG.warning('Kept provider state: cannot poll placement '
-                                '(%s); queries go to placement once the '
-                                'state is older than %s s.', exc,
-                                self.max_age)
-                self._failing = True
-            except Exception:
-                if not self._failing:
-                    LOG.exception('Kept provider state: the poll failed; '
-                                  'queries go to placement once the state '
-                                  'is older than %s s.', self.max_age)
-                self._failing = True
-            else:
-                if self._failing:
-                    LOG.info('Kept provider state: placement polled again.')
-                self._failing = False
-                if changes:
-                    # The UUIDs too: devstack-lite measures the staleness
-                    # from these lines.
-                    LOG.debug('Kept provider state: added %s; read again '
-                              '%s; removed %s.', _uuids(changes.added),
-                              _uuids(changes.changed),
-                              _uuids(changes.removed))
-            spent = self._clock() - started
-            self._stop.wait(max(self.poll_interval - spent, 0.0))
+    @staticmethod
+    def _log_changes(changes):
+        if changes:
+            # The UUIDs too: devstack-lite measures the staleness from
+            # these lines.
+            LOG.debug('Kept provider state: added %s; read again %s; '
+                      'removed %s.', _uuids(changes.added),
+                      _uuids(changes.changed), _uuids(changes.removed))
 
     def claimed(self, alloc_request):
         """This scheduler's claim of ``alloc_request`` succeeded."""

@@ -35,8 +35,10 @@ from nova.scheduler import host_manager
 from nova import servicegroup
 from oslo_config import cfg
 from oslo_log import log as logging
+import sqlalchemy as sa
 
 from nova_sched_ext.cloud import cells as cloud_cells
+from nova_sched_ext.compat import nova as nova_compat
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -50,6 +52,10 @@ SKIP_NOT_REPORTING = 'not_reporting'
 SKIP_NO_PROVIDER = 'no_resource_provider'
 
 AZ_KEY = 'availability_zone'
+
+COMPUTE_BINARY = 'nova-compute'
+_COMPUTE_NODES = nova_compat.compute_nodes_table()
+_SERVICES = nova_compat.services_table()
 
 
 @dataclasses.dataclass
@@ -121,35 +127,56 @@ def read_cloud(context):
     """
     cells = cloud_cells.enabled_cells(context)
     aggregates = read_aggregates(context)
-    by_host = {}
-    for agg in aggregates:
-        for host in agg.hosts or ():
-            by_host.setdefault(host, []).append(agg)
+    by_host = aggregates_by_host(aggregates)
     service_group = servicegroup.API()
     hosts = []
     for cell, (services, computes) in cloud_cells.in_cells(context, cells,
                                                            _computes):
         services = {service.host: service for service in services}
         for compute in computes:
-            aggs = by_host.get(compute.host, [])
-            state = host_manager.HostState(
-                compute.host, compute.hypervisor_hostname, cell.uuid)
             service = services.get(compute.host)
-            if service is not None:
-                state.update(compute, dict(service), aggs, {})
-            host = Host(state=state, cell=cell, aggregates=aggs,
-                        availability_zone=host_availability_zone(aggs))
-            host.skipped = _why_not(service, state, service_group)
+            host = make_host(compute, service, by_host.get(compute.host, []),
+                             cell)
+            host.skipped = why_not(service, host.state, service_group)
             if host.skipped:
                 LOG.debug('Compute node %s (host %s) cannot be picked: %s',
                           compute.hypervisor_hostname, compute.host,
                           host.skipped)
             hosts.append(host)
-    hosts.sort(key=lambda h: (h.name, h.nodename or ''))
+    hosts.sort(key=host_order)
     return Cloud(hosts=hosts, aggregates=aggregates, cells=cells)
 
 
-def _why_not(service, state, service_group):
+def host_order(host):
+    """The order of :attr:`Cloud.hosts`: by host, then node name."""
+    return (host.name, host.nodename or '')
+
+
+def aggregates_by_host(aggregates):
+    """``{host name: [aggregate]}``, each host's in the listing's order."""
+    by_host = {}
+    for agg in aggregates:
+        for host in agg.hosts or ():
+            by_host.setdefault(host, []).append(agg)
+    return by_host
+
+
+def make_host(compute, service, aggregates, cell):
+    """The :class:`Host` of a compute node, its ``skipped`` not yet said.
+
+    Its ``HostState`` is filled by Nova's own ``HostState.update`` from
+    the node, its service (None: left empty, as the node is skipped) and
+    the host's aggregates.
+    """
+    state = host_manager.HostState(compute.host, compute.hypervisor_hostname,
+                                   cell.uuid)
+    if service is not None:
+        state.update(compute, dict(service), aggregates, {})
+    return Host(state=state, cell=cell, aggregates=aggregates,
+                availability_zone=host_availability_zone(aggregates))
+
+
+def why_not(service, state, service_group):
     """Why the scheduler cannot pick a node at all, or None."""
     if service is None:
         return SKIP_NO_SERVICE
@@ -176,3 +203,43 @@ def hosts_of_nodes(context, node_uuids):
         context, objects.ComputeNodeList.get_all_by_uuids, node_uuids)
     return {node.uuid: node.host
             for nodes in results.values() for node in nodes}
+
+
+# --- narrow reads: what changed, without reading every record -------------
+
+def node_stamps(cctxt, compute_uuids=None):
+    """``[(uuid, created_at, updated_at)]`` of the cell's live nodes.
+
+    One narrow row per compute node (deleted nodes are not returned, as
+    Nova's own query returns none): a node whose times did not move is the
+    record read before, unless it was read within the same second as its
+    last save (MySQL keeps the time to the second).
+
+    :param cctxt: a context targeted at the cell
+    :param compute_uuids: only these nodes; None: every one
+    """
+    c = _COMPUTE_NODES.c
+    query = sa.select(c.uuid, c.created_at, c.updated_at).where(
+        c.deleted == 0)
+    if compute_uuids is not None:
+        query = query.where(c.uuid.in_(compute_uuids))
+    engine = nova_compat.cell_engine(cctxt)
+    with engine.connect() as conn:
+        return conn.execute(query).fetchall()
+
+
+def service_rows(cctxt, hosts=None):
+    """The live ``nova-compute`` service rows of ``hosts`` (None: all).
+
+    Raw rows (``nova_compat.service_from_row`` makes the ``Service``): a
+    heartbeat changes a row every ``report_interval`` seconds, and a row
+    that did not change needs no new object.
+    """
+    c = _SERVICES.c
+    query = sa.select(_SERVICES).where(c.deleted == 0,
+                                       c.binary == COMPUTE_BINARY)
+    if hosts is not None:
+        query = query.where(c.host.in_(hosts))
+    engine = nova_compat.cell_engine(cctxt)
+    with engine.connect() as conn:
+        return conn.execute(query).fetchall()

@@ -377,6 +377,58 @@ class PlacementReader(object):
         return result
 
 
+def trees_of(providers, root_uuids):
+    """{root uuid: :class:`Tree`} of the roots among ``providers``.
+
+    What :meth:`PlacementReader.trees` reads, made from providers already
+    read with their aggregates (the kept provider state's): each root's
+    tree in the same order (the root, then by depth, name and UUID), and
+    the sharing providers (``MISC_SHARES_VIA_AGGREGATE``, outside those
+    trees) that share an aggregate with a member, in UUID order.
+    """
+    providers = list(providers)
+    by_uuid = {p.uuid: p for p in providers}
+    wanted = set(root_uuids)
+
+    def root_of(provider):
+        seen = 0
+        while provider.parent_uuid and seen < 64:
+            parent = by_uuid.get(provider.parent_uuid)
+            if parent is None:
+                return None
+            provider, seen = parent, seen + 1
+        return provider.uuid
+
+    groups = {}
+    for provider in providers:
+        root = root_of(provider)
+        if root in wanted:
+            groups.setdefault(root, []).append(provider)
+    summaries = {root: [{'uuid': p.uuid,
+                         'parent_provider_uuid': p.parent_uuid}
+                        for p in group]
+                 for root, group in groups.items()}
+    trees = {}
+    for root, group in groups.items():
+        group.sort(key=lambda p: (p.uuid != root,
+                                  _depth(p, summaries[root]),
+                                  p.name or '', p.uuid))
+        trees[root] = Tree(providers=tuple(group))
+    in_trees = {p.uuid for group in groups.values() for p in group}
+    pools = sorted((p for p in providers
+                    if SHARING_TRAIT in p.traits and p.uuid not in in_trees),
+                   key=lambda p: p.uuid)
+    if not pools:
+        return trees
+    result = {}
+    for root, tree in trees.items():
+        aggregates = frozenset().union(*(p.aggregates
+                                         for p in tree.providers))
+        result[root] = tree._replace(sharing=tuple(
+            p for p in pools if p.aggregates & aggregates))
+    return result
+
+
 def _depth(provider, summaries):
     parents = {s['uuid']: s.get('parent_provider_uuid') for s in summaries}
     depth, uuid = 0, provider.uuid

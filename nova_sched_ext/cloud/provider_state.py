@@ -93,6 +93,9 @@ class ProviderState(object):
         self._outside = {}
         #: whether a poll has completed
         self.ready = False
+        #: where the usages resync goes on, and the part of a provider due
+        self._resync_cursor = 0
+        self._resync_credit = 0.0
 
     def refresh(self):
         """One poll; returns the :class:`Changes` it applied."""
@@ -204,6 +207,30 @@ class ProviderState(object):
                     self._providers[uuid] = provider._replace(usages=now)
                     changed.add(uuid)
         return frozenset(changed)
+
+    def resync_due(self, elapsed, interval):
+        """Read the usages of the providers due, round-robin.
+
+        Every provider's usages are read once per ``interval`` seconds,
+        spread over the polls (``elapsed`` seconds since the last one)
+        rather than all at once: at 10,000 providers a poll every second
+        reads about 17 of them with a 600 s interval, instead of one poll
+        of 10,000 calls every ten minutes.  Returns what
+        :meth:`resync_usages` returns.
+        """
+        uuids = self.uuids()
+        if not uuids or not interval:
+            return frozenset()
+        due = min(len(uuids), self._resync_credit +
+                  len(uuids) * elapsed / interval)
+        count = int(due)
+        self._resync_credit = due - count
+        if not count:
+            return frozenset()
+        start = self._resync_cursor % len(uuids)
+        chunk = (uuids + uuids)[start:start + count]
+        self._resync_cursor = start + count
+        return self.resync_usages(chunk)
 
     def claimed(self, uuid, resources):
         """The scheduler claimed ``resources`` on provider ``uuid``.

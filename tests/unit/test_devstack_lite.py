@@ -777,8 +777,8 @@ class StalenessLogTest(base.TestCase):
         changes = kept_candidates.provider_state.Changes(
             added=frozenset(), changed=frozenset([self.P1]),
             removed=frozenset())
-        kept.poll = lambda: (kept._stop.set(), changes)[1]
-        kept._run()
+        kept.poll = lambda: (kept._poller.stopping.set(), changes)[1]
+        kept._poller.run()
         self.assertEqual([(multisched._log_time('2026-12-04 15:49:07.052'),
                            self.P1)],
                          multisched.kept_reads(log.output.splitlines()))

@@ -258,7 +258,7 @@ class KeptCandidatesTest(base.TestCase):
         self.kept.start()
         self.assertTrue(polled.wait(60))
         self.kept.stop()
-        self.assertIsNone(self.kept._thread)
+        self.assertFalse(self.kept._poller.running)
         self.assertEqual(1, len(self.kept.answer(ONE_VCPU)[0]))
         self.assertIn('answered from provider state kept by polling '
                       'placement every 0.01 s', self.log.output)
@@ -269,12 +269,12 @@ class KeptCandidatesTest(base.TestCase):
         def broken():
             calls.append(1)
             if len(calls) == 3:
-                self.kept._stop.set()
+                self.kept._poller.stopping.set()
             raise ValueError('a bug')
 
         self.kept.poll = broken
         self.kept.poll_interval = 0.0
-        self.kept._run()
+        self.kept._poller.run()
         self.assertEqual(3, len(calls))
         self.assertEqual(1, self.log.output.count(
             'Kept provider state: the poll failed'))
@@ -288,14 +288,14 @@ class KeptCandidatesTest(base.TestCase):
         def unreachable():
             failures.append(1)
             if len(failures) == 3:
-                self.kept._stop.set()
+                self.kept._poller.stopping.set()
                 done.set()
             raise cloud_errors.BackendUnavailable(
                 'cannot reach placement: refused')
 
         self.kept.poll = unreachable
         self.kept.poll_interval = 0.0
-        self.kept._run()
+        self.kept._poller.run()
         self.assertTrue(done.is_set())
         self.assertEqual(1, self.log.output.count(
             'Kept provider state: cannot poll placement (cannot reach '

@@ -401,3 +401,69 @@ class TestDeprecatedModule(base.TestCase):
         self.assertIs(p.Inventory, old.Inventory)
         self.assertIs(c.placement_limit, old.placement_limit)
         self.assertIs(c.units, old.units)
+
+
+class TreesOfTest(base.TestCase):
+    """trees_of() of providers read with their aggregates, as read."""
+
+    def setUp(self):
+        super().setUp()
+        from nova_sched_ext_tools import placement_direct
+        from tests.unit.cloud import placement_fixtures as pf
+        self.placement = self.useFixture(pf.InProcessPlacement()).placement
+        self.context = placement_direct.Context('req-nse-test-trees-of')
+
+    def provider(self, name, parent=None, inventories=None, traits=(),
+                 aggregates=()):
+        import uuid as uuid_lib
+        uuid = str(uuid_lib.uuid4())
+        body = {'uuid': uuid, 'name': name}
+        if parent:
+            body['parent_provider_uuid'] = parent
+        self.placement.call('post', '/resource_providers', body)
+        base_url = '/resource_providers/%s' % uuid
+        gen = self.placement.call('put', base_url + '/inventories', {
+            'resource_provider_generation': 0,
+            'inventories': inventories or {'VCPU': {'total': 4}}})[
+                'resource_provider_generation']
+        if traits:
+            self.placement.ensure((), traits)
+            gen = self.placement.call('put', base_url + '/traits', {
+                'resource_provider_generation': gen,
+                'traits': list(traits)})['resource_provider_generation']
+        if aggregates:
+            self.placement.call('put', base_url + '/aggregates', {
+                'resource_provider_generation': gen,
+                'aggregates': list(aggregates)}, version='1.19')
+        return uuid
+
+    def test_the_trees_placement_reader_reads(self):
+        agg = '4c3e7f3a-5d1e-4b9a-9a53-0d2a5f1e6b01'
+        plain = self.provider('plain')
+        nested = self.provider('nested', aggregates=(agg,))
+        self.provider('nested-numa1', parent=nested)
+        numa0 = self.provider('nested-numa0', parent=nested)
+        self.provider('nested-numa0-vf', parent=numa0)
+        self.provider('disk-pool', traits=(p.SHARING_TRAIT,),
+                      aggregates=(agg,),
+                      inventories={'DISK_GB': {'total': 1000}})
+        self.provider('other-pool', traits=(p.SHARING_TRAIT,),
+                      aggregates=('0f7f1b9c-2f5e-4a8e-8a57-6c0d1c2b3a4d',),
+                      inventories={'DISK_GB': {'total': 1000}})
+        reader = p.PlacementReader(self.context, client=self.placement)
+        read = reader.trees([plain, nested])
+
+        def bare(trees):
+            # the reader reads no aggregates and generations for trees
+            return {root: [[(m.uuid, m.name, m.parent_uuid, m.inventories,
+                             m.usages, m.traits) for m in members]
+                           for members in (tree.providers, tree.sharing)]
+                    for root, tree in trees.items()}
+
+        kept = p.trees_of(reader.read_all(reader.listing()),
+                          [plain, nested])
+        self.assertEqual(bare(read), bare(kept))
+        self.assertEqual(4, len(kept[nested].providers))
+        self.assertEqual(['disk-pool'],
+                         [s.name for s in kept[nested].sharing])
+        self.assertEqual((), kept[plain].sharing)
