@@ -40,6 +40,12 @@ concurrent requests for the same query wait for one count instead of each
 starting their own. The count runs in a thread of its own: a request waits
 for it at most ``api_answer_timeout`` seconds.
 
+With ``[nova_sched_ext_capacity] kept_state`` the report comes from the
+state the service keeps current (:mod:`~nova_sched_ext.capacity.kept`),
+counted in the request's thread in milliseconds, its ``Age`` the seconds
+since the poll it reflects started; ``fresh=true``, and every query while
+the kept state is not ready or too old, are counted in full as above.
+
 This module holds the WSGI application only; :mod:`.wsgi` reads the
 configuration and wraps it in keystonemiddleware.
 """
@@ -198,8 +204,11 @@ class CapacityApp:
     """
 
     def __init__(self, conf, context_factory, check_roles=True,
-                 clock=time.monotonic):
+                 clock=time.monotonic, kept=None):
         self._conf = conf.nova_sched_ext_capacity
+        #: the :class:`~nova_sched_ext.capacity.kept.KeptCount` reports
+        #: come from while it is usable (``kept_state``), or None
+        self.kept = kept
         self._context_factory = context_factory
         self._check_roles = check_roles
         self._allowed_roles = {role.strip().lower()
@@ -358,12 +367,35 @@ class CapacityApp:
             per_host=query.per_host)
         return report.to_dict()
 
+    def _from_kept(self, query, fresh):
+        """``(body, age)`` from the kept state, or None: count in full."""
+        if self.kept is None or fresh:
+            return None
+        why = self.kept.unusable()
+        if why is not None:
+            self.kept.counts[why[0]] += 1
+            LOG.debug('Capacity query %s counted in full: the kept state '
+                      'cannot be used (%s)', query, why[1])
+            return None
+        report = self.kept.report(
+            flavors=list(query.flavors) if query.flavors else None,
+            by=query.by, az=query.az, aggregate=query.aggregate,
+            per_host=query.per_host)
+        self.kept.counts['kept'] += 1
+        return (json.dumps(report.to_dict()).encode('utf-8'),
+                self.kept.age() or 0.0)
+
     def _capacity(self, request):
         self._authorize(request)
         query, fresh = self.parse_query(request)
         try:
-            _report, body, age = self.cache.get(
-                query, fresh=fresh, timeout=self._conf.api_answer_timeout)
+            kept = self._from_kept(query, fresh)
+            if kept is not None:
+                body, age = kept
+            else:
+                _report, body, age = self.cache.get(
+                    query, fresh=fresh,
+                    timeout=self._conf.api_answer_timeout)
         except CountUnderWay:
             LOG.warning('Capacity query %s: not counted within %d s '
                         '(api_answer_timeout); the count goes on',

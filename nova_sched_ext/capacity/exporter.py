@@ -117,8 +117,11 @@ class CapacityExporter:
     """
 
     def __init__(self, conf, context_factory, registry=None,
-                 clock=time.monotonic, wall_clock=time.time):
+                 clock=time.monotonic, wall_clock=time.time, kept=None):
         self._conf = conf.nova_sched_ext_capacity
+        #: the :class:`~nova_sched_ext.capacity.kept.KeptCount` refreshes
+        #: count from while it is usable (``kept_state``), or None
+        self.kept = kept
         self._context_factory = context_factory
         self._clock = clock
         self._wall_clock = wall_clock
@@ -150,8 +153,6 @@ class CapacityExporter:
 
     def refresh(self):
         """Count once per scope; False (figures kept) if a count failed."""
-        from nova_sched_ext import capacity
-
         started = self._clock()
         per_host = self._conf.export_per_host
         reports = []
@@ -159,9 +160,7 @@ class CapacityExporter:
             for index, by in enumerate(self._scopes()):
                 # The per-host figures come with the first count only: they
                 # are the same whatever the grouping.
-                report = capacity.compute(
-                    self._context_factory(), flavors=None, by=by,
-                    per_host=per_host and index == 0)
+                report = self._count(by, per_host and index == 0)
                 reports.append(report.to_dict())
         except Exception as exc:
             with self._lock:
@@ -185,6 +184,21 @@ class CapacityExporter:
         LOG.info('Capacity refreshed in %.1f s (%s)', snapshot.duration,
                  ', '.join(self._scopes()))
         return True
+
+    def _count(self, by, per_host):
+        from nova_sched_ext import capacity
+
+        if self.kept is not None:
+            why = self.kept.unusable()
+            if why is None:
+                self.kept.counts['kept'] += 1
+                return self.kept.report(flavors=None, by=by,
+                                        per_host=per_host)
+            self.kept.counts[why[0]] += 1
+            LOG.debug('Capacity counted in full: the kept state cannot be '
+                      'used (%s)', why[1])
+        return capacity.compute(self._context_factory(), flavors=None,
+                                by=by, per_host=per_host)
 
     # -- prometheus_client collector ---------------------------------------
 
@@ -398,7 +412,9 @@ def main(argv=None, stop=None):
         except ValueError:
             # Not the main thread (embedded): the caller stops it.
             pass
-    exporter = CapacityExporter(conf, context.get_admin_context)
+    exporter = CapacityExporter(
+        conf, context.get_admin_context,
+        kept=wsgi.kept_count(conf, context.get_admin_context))
     try:
         exporter.serve(stop)
     except OSError as exc:
@@ -406,4 +422,7 @@ def main(argv=None, stop=None):
                   conf.nova_sched_ext_capacity.exporter_host,
                   conf.nova_sched_ext_capacity.exporter_port, exc)
         return 1
+    finally:
+        if exporter.kept is not None:
+            exporter.kept.stop()
     return 0

@@ -42,6 +42,7 @@ import collections
 import dataclasses
 import datetime
 import functools
+import operator
 import typing
 
 from nova import objects
@@ -283,17 +284,21 @@ def make_scope(kind, name, results, flavors, allowances=None):
         :func:`pools.scope_total`) when hosts draw from sharing providers
     """
     capacity = {}
-    placement_only = {f.name: 0 for f in flavors}
+    placement_only = {}
     stranded_vcpus = stranded_memory = 0
+    # every counted host has every flavor's figures (count_one_host)
+    pooled = any(r.pools for r in results)
+    capacities = [r.capacity for r in results]
+    placement_onlys = [r.placement_only for r in results]
     for flavor in flavors:
-        capacity[flavor.name] = pools.scope_total(
-            [r.capacity.get(flavor.name, 0) for r in results],
-            [r.pools.get(flavor.name) for r in results],
+        wanted = operator.itemgetter(flavor.name)
+        counts = list(map(wanted, capacities))
+        capacity[flavor.name] = (pools.scope_total(
+            counts, [r.pools.get(flavor.name) for r in results],
             (allowances or {}).get(flavor.name, {}))
+            if pooled else sum(counts))
+        placement_only[flavor.name] = sum(map(wanted, placement_onlys))
     for result in results:
-        for flavor in flavors:
-            placement_only[flavor.name] += result.placement_only.get(
-                flavor.name, 0)
         if result.takes_nothing:
             stranded_vcpus += result.free_vcpus
             stranded_memory += result.free_memory_mb
@@ -416,32 +421,64 @@ def compute(context, flavors=None, by='cloud', az=None, aggregate=None,
         ``by``, unusable configuration, an unreachable database or
         placement (one line each)
     """
-    if by not in BY:
-        raise errors.UnknownScope('cannot group hosts by %r: use one of %s'
-                                  % (by, ', '.join(BY)))
+    check_by(by)
     objects.register_all()
     generated_at = datetime.datetime.now(datetime.timezone.utc)
     flavor_objects = sources.read_flavors(context, flavors)
-    requests = [flavor_requests.flavor_request(f) for f in flavor_objects]
     cloud = sources.read_cloud(context)
     selected, agg = select(cloud, az=az, aggregate=aggregate)
-
-    skipped = collections.Counter(h.skipped for h in selected if h.skipped)
     live = [h for h in selected if not h.skipped]
     trees = _read_trees(context, live) if live else {}
+    return assemble(generated_at, flavor_objects, cloud, selected, agg,
+                    trees, by=by, az=az, per_host=per_host)
+
+
+def check_by(by):
+    """:raises UnknownScope: ``by`` is no way of grouping hosts."""
+    if by not in BY:
+        raise errors.UnknownScope('cannot group hosts by %r: use one of %s'
+                                  % (by, ', '.join(BY)))
+
+
+def assemble(generated_at, flavor_objects, cloud, selected, agg, trees,
+             by='cloud', az=None, per_host=False, count_host=None,
+             requests=None):
+    """The :class:`Report` of what was read: a function of its arguments.
+
+    :param cloud: the :class:`~sources.Cloud` read (its cells)
+    :param selected: the hosts of the selection (:func:`select`)
+    :param agg: the aggregate selected, or None
+    :param trees: ``{compute node uuid: Tree}`` of the selection's hosts
+        that can be picked
+    :param count_host: :func:`count_one_host`, or a callable with its
+        arguments that gives the same (the kept state's, which keeps the
+        results of the hosts that did not change)
+    :param requests: the flavors' requests
+        (:func:`~nova_sched_ext.capacity.flavors.flavor_request` of each),
+        if made already
+    """
+    count_host = count_host or count_one_host
+    if requests is None:
+        requests = [flavor_requests.flavor_request(f)
+                    for f in flavor_objects]
+    skipped = collections.Counter(h.skipped for h in selected if h.skipped)
     checks = HostChecks()
     results = []
-    for host in live:
+    for host in selected:
+        if host.skipped:
+            continue
         tree = trees.get(host.uuid)
         if tree is None:
-            host.skipped = sources.SKIP_NO_PROVIDER
+            reason = sources.SKIP_NO_PROVIDER
         elif cloud_claims.has_trait(tree, os_traits.COMPUTE_STATUS_DISABLED):
             # compute_status_filter keeps the scheduler away from it
-            host.skipped = sources.SKIP_SERVICE_DISABLED
-        if host.skipped:
-            skipped[host.skipped] += 1
+            reason = sources.SKIP_SERVICE_DISABLED
+        else:
+            reason = None
+        if reason:
+            skipped[reason] += 1
             continue
-        results.append(count_one_host(host, tree, requests, checks))
+        results.append(count_host(host, tree, requests, checks))
 
     allowances = None
     if any(tree.sharing for tree in trees.values()):

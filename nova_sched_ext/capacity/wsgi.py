@@ -125,6 +125,20 @@ class _PublicRoot:
         return self._authenticated(environ, start_response)
 
 
+def kept_count(conf, context_factory):
+    """The kept capacity state, started, or None (``kept_state`` off).
+
+    A :class:`~nova_sched_ext.capacity.kept.KeptCount`, which the
+    capacity API and the exporter report from while it is usable.
+    """
+    if not conf.nova_sched_ext_capacity.kept_state:
+        return None
+    from nova_sched_ext.capacity import kept
+    count = kept.KeptCount(context_factory())
+    count.start()
+    return count
+
+
 def build_application(conf, context_factory):
     """The capacity app, wrapped as ``auth_strategy`` says.
 
@@ -139,7 +153,8 @@ def build_application(conf, context_factory):
 
     strategy = conf.nova_sched_ext_capacity.auth_strategy
     keystone = strategy == capacity_conf.AUTH_KEYSTONE
-    app = api.CapacityApp(conf, context_factory, check_roles=keystone)
+    app = api.CapacityApp(conf, context_factory, check_roles=keystone,
+                          kept=kept_count(conf, context_factory))
     if keystone:
         from keystonemiddleware import auth_token
         served = _PublicRoot(app, auth_token.AuthProtocol(

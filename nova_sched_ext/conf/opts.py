@@ -49,7 +49,8 @@ def list_capacity_opts():
 def list_capacity_api_opts():
     """Namespace ``nova_sched_ext.capacity_api``: its API's and exporter's."""
     return [(capacity.capacity_group,
-             capacity.api_opts + capacity.exporter_opts)]
+             capacity.api_opts + capacity.exporter_opts +
+             capacity.kept_state_opts)]
 
 
 def list_defrag_opts():

@@ -1320,6 +1320,19 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     clock = Clock()
     for manager in managers.values():
         instrument(manager, clock)
+    capacity_run = None
+    if args.capacity_flavors:
+        from nova_sched_ext_tools.bench import capacity_kept
+        progress('the capacity service\'s kept state: %d flavors, its '
+                 'first read and count' % args.capacity_flavors)
+        try:
+            capacity_run = capacity_kept.CapacityRun(
+                ctx, objects, args.capacity_flavors, heartbeat)
+        except ValueError as exc:
+            raise BenchError(str(exc))
+        capacity_run.first_read()
+        progress('the kept capacity against a full count')
+        capacity_run.check('start')
     kept = managers[PACKAGE].candidate_limit.kept
     kept_load_s = None
     polls_ms = []
@@ -1405,6 +1418,9 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
             # next request does not find the state older than
             # kept_state_max_age.
             kept.poll()
+        if capacity_run is not None:
+            with clock_paused(clock):
+                capacity_run.after_request()
         rows.append({
             'request': request.number, 'flavor': request.flavor.name,
             'variant': request.variant,
@@ -1414,6 +1430,9 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
             'package_ms': done[PACKAGE].phases['total'] * 1e3,
         })
     replay_s = time.perf_counter() - replay_started
+    if capacity_run is not None:
+        progress('the kept capacity against a full count, again')
+        capacity_run.check('end')
     burst = None
     if args.schedulers:
         for patch in patches:
@@ -1468,6 +1487,8 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
             1 for r in rows if r['package_host'] and not r['nova_host']),
         'own_p50_ratio': own[NOVA] / own[PACKAGE] if own[PACKAGE] else None,
         'several_schedulers': burst,
+        'kept_capacity': (None if capacity_run is None
+                          else capacity_run.figures()),
         'setup_s': setup_s, 'replay_s': replay_s,
         'wall_s': time.perf_counter() - wall_started,
         'per_request': rows,
@@ -1574,6 +1595,13 @@ def add_arguments(parser):
     parser.add_argument('--seed', type=int, default=3,
                         help='seed of the random cloud and requests '
                              '(default 3)')
+    parser.add_argument('--capacity-flavors', type=int, default=0,
+                        help='also keep the capacity service\'s state '
+                             '([nova_sched_ext_capacity] kept_state) for '
+                             'this many flavors of the capacity bench (at '
+                             'most 20): its answer after each request, and '
+                             'at the start and the end a full count that '
+                             'must equal it (default 0: not run)')
     # The parent's name prefix for a child's databases, so that the parent
     # can drop what a child that died left.
     parser.add_argument('--db-prefix', default=None, help=argparse.SUPPRESS)
@@ -1624,6 +1652,8 @@ def run(args):
         return 1
     if any((r.get('kept_state') or {}).get('differences') for r in runs):
         return 1
+    if any((r.get('kept_capacity') or {}).get('differences') for r in runs):
+        return 1
     return 0 if all(r['sides'][s]['placed'] for r in runs
                     for s in SIDES) else 1
 
@@ -1653,6 +1683,7 @@ def _in_a_child(args, size, limit=None):
             '--package-candidates', args.package_candidates,
             '--schedulers', str(args.schedulers),
             '--burst-seconds', str(args.burst_seconds),
+            '--capacity-flavors', str(args.capacity_flavors),
             '--db-prefix', prefix]
     if args.backend:
         argv += ['--backend', args.backend]
@@ -1764,4 +1795,21 @@ def render(figures):
                 kept['checked_against_placement'],
                 len(kept['differences']),
                 ''.join('\n  ' + d for d in kept['differences'][:5])))
+    cap = figures.get('kept_capacity')
+    if cap:
+        lines.append(
+            'capacity from kept state, %d flavors: first read %.1f s, first '
+            'count %.1f s; answer p50 / p95 / p99 %.1f / %.1f / %.1f ms '
+            '(hosts counted again p50 %s); poll p50 %.0f ms; full count %s'
+            % (cap['flavors'], cap['first_read_s'], cap['first_report_s'],
+               cap['answer_ms']['p50'], cap['answer_ms']['p95'],
+               cap['answer_ms']['p99'], cap['hosts_counted_again']['p50'],
+               cap['poll_ms']['p50'], ', '.join(
+                   '%.1f s (%s)' % (c['full_count_s'], c['at'])
+                   for c in cap['checks'])))
+        lines.append(
+            'kept capacity against the full count (every host): %d checks, '
+            'differing: %d%s' % (
+                len(cap['checks']), len(cap['differences']),
+                ''.join('\n  ' + d for d in cap['differences'][:5])))
     return '\n'.join(lines)

@@ -142,9 +142,44 @@ def make_conf(**overrides):
     # A group of its own: ConfigOpts objects that register one OptGroup
     # share its overrides.
     conf.register_group(cfg.OptGroup(capacity_conf.GROUP_NAME))
-    conf.register_opts(capacity_conf.api_opts + capacity_conf.exporter_opts,
+    conf.register_opts(capacity_conf.api_opts + capacity_conf.exporter_opts +
+                       capacity_conf.kept_state_opts,
                        group=capacity_conf.GROUP_NAME)
     conf([], default_config_files=[])
     for name, value in overrides.items():
         conf.set_override(name, value, group=capacity_conf.GROUP_NAME)
     return conf
+
+
+class FakeKept:
+    """A stand-in for :class:`nova_sched_ext.capacity.kept.KeptCount`.
+
+    ``why`` is what ``unusable()`` returns (None: usable); ``reports``
+    maps ``by`` to a report dictionary; ``error`` is raised by
+    ``report()`` when set; ``calls`` records its keyword arguments.
+    """
+
+    def __init__(self, why=None, age=3.7):
+        import collections
+        self.why = why
+        self._age = age
+        self.error = None
+        self.reports = {}
+        self.calls = []
+        self.counts = collections.Counter()
+
+    def unusable(self):
+        return self.why
+
+    def age(self):
+        return self._age
+
+    def report(self, flavors=None, by='cloud', az=None, aggregate=None,
+               per_host=False):
+        self.calls.append({'flavors': flavors, 'by': by, 'az': az,
+                           'aggregate': aggregate, 'per_host': per_host})
+        if self.error is not None:
+            raise self.error
+        data = copy.deepcopy(self.reports.get(by) or report(by))
+        data['generated_at'] = 'kept'
+        return FakeReport(data)

@@ -587,3 +587,67 @@ class TestSilentDatabase(base.TestCase):
             self.assertEqual(503, status)
             self.assertEqual('30', retry_after)
             self.assertNotIn('127.0.0.1', detail)
+
+
+class TestKeptState(APITestCase):
+    """[nova_sched_ext_capacity] kept_state: reports from the kept count."""
+
+    def make_kept_app(self, why=None):
+        self.kept = api_fakes.FakeKept(why)
+        return api.CapacityApp(api_fakes.make_conf(), self._context,
+                               clock=self.clock, kept=self.kept)
+
+    def test_a_usable_kept_state_answers_every_query(self):
+        app = self.make_kept_app()
+        for _ in range(2):
+            response = self.get('/v1/capacity?by=az&flavor=m1.small',
+                                app=app)
+            self.assertEqual(200, response.status_int)
+            self.assertEqual('kept', response.json['generated_at'])
+            # the age of the state, not of a cached report
+            self.assertEqual('3', response.headers['Age'])
+        self.assertEqual([], self.core.calls)
+        self.assertEqual(2, len(self.kept.calls))
+        self.assertEqual({'flavors': ['m1.small'], 'by': 'az', 'az': None,
+                          'aggregate': None, 'per_host': False},
+                         self.kept.calls[0])
+        self.assertEqual(2, self.kept.counts['kept'])
+
+    def test_fresh_counts_in_full(self):
+        app = self.make_kept_app()
+        response = self.get('/v1/capacity?fresh=true', app=app)
+        self.assertEqual(200, response.status_int)
+        self.assertEqual(1, len(self.core.calls))
+        self.assertEqual([], self.kept.calls)
+
+    def test_a_state_too_old_counts_in_full(self):
+        app = self.make_kept_app(why=('too_old', 'the last poll started '
+                                      '61.0 s ago'))
+        response = self.get('/v1/capacity', app=app)
+        self.assertEqual(200, response.status_int)
+        self.assertNotEqual('kept', response.json['generated_at'])
+        self.assertEqual(1, len(self.core.calls))
+        self.assertEqual([], self.kept.calls)
+        self.assertEqual(1, self.kept.counts['too_old'])
+
+    def test_the_kept_report_errors_are_the_counts_errors(self):
+        app = self.make_kept_app()
+        self.kept.error = errors.UnknownFlavor("unknown flavor 'nope'")
+        self.assert_error(self.get('/v1/capacity?flavor=nope', app=app),
+                          400, "unknown flavor 'nope'")
+        self.kept.error = errors.BackendUnavailable(
+            'cannot read the API database: refused')
+        self.assert_error(self.get('/v1/capacity', app=app), 503,
+                          'cannot be counted now')
+
+    def test_built_and_started_only_when_enabled(self):
+        self.assertIsNone(wsgi.kept_count(api_fakes.make_conf(), object))
+        started = []
+        self.useFixture(fixtures.MockPatch(
+            'nova_sched_ext.capacity.kept.KeptCount',
+            side_effect=lambda context: type('K', (), {
+                'start': lambda self: started.append(context)})()))
+        conf = api_fakes.make_conf(kept_state=True)
+        context = object()
+        self.assertIsNotNone(wsgi.kept_count(conf, lambda: context))
+        self.assertEqual([context], started)

@@ -357,3 +357,20 @@ class TestMain(ExporterTestCase):
              'greater than or equal to 1' % path],
             stderr.read().splitlines())
         self.assertEqual([], self.core.calls)
+
+
+class TestKeptState(ExporterTestCase):
+
+    def test_refreshes_from_the_kept_state_while_usable(self):
+        kept = api_fakes.FakeKept()
+        exp = exporter.CapacityExporter(
+            api_fakes.make_conf(exporter_scopes=['cloud', 'az']), object,
+            registry=prometheus_client.CollectorRegistry(), clock=self.clock,
+            kept=kept)
+        self.assertTrue(exp.refresh())
+        self.assertEqual(['cloud', 'az'], [c['by'] for c in kept.calls])
+        self.assertEqual([], self.core.calls)
+        kept.why = ('not_ready', 'no poll has completed')
+        self.assertTrue(exp.refresh())
+        self.assertEqual(2, len(self.core.calls))
+        self.assertEqual(2, kept.counts['not_ready'])

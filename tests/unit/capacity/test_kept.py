@@ -1,0 +1,312 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The capacity from kept state: nova_sched_ext.capacity.kept.
+
+Placement is openstack-placement itself, in this process
+(:mod:`nova_sched_ext_tools.placement_direct`); Nova's side (compute
+nodes, services, aggregates) is a stand-in for the kept compute state,
+whose own reads the functional ``test_kept_capacity`` runs on Nova's
+databases.  The kept report equals the full count of the same state
+(:func:`~nova_sched_ext.capacity.service.assemble` of what
+``PlacementReader.trees`` reads) after random claims, frees and
+inventory changes; only the hosts that changed are counted again.
+"""
+
+import datetime
+import logging
+import random
+import uuid as uuid_lib
+
+import fixtures
+from nova import objects
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from nova_sched_ext.capacity import kept as kept_capacity
+from nova_sched_ext.capacity import service
+from nova_sched_ext.capacity import sources
+from nova_sched_ext.cloud import compute_state
+from nova_sched_ext.cloud import errors as cloud_errors
+from nova_sched_ext.cloud import flavors as cloud_flavors
+from nova_sched_ext.cloud import placement as p
+from nova_sched_ext_tools import placement_direct
+from tests import base
+from tests.unit.capacity import test_flavors
+from tests.unit.capacity import test_service
+from tests.unit.cloud import placement_fixtures as pf
+
+CONTEXT = placement_direct.Context('req-nse-test-kept-capacity')
+NOW = datetime.datetime(2026, 12, 4, tzinfo=datetime.timezone.utc)
+HOSTS = 6
+
+
+class FakeClock(object):
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeComputes(object):
+    """The kept compute state: hosts set by the test."""
+
+    def __init__(self, hosts, aggregates, cells):
+        self.hosts = hosts
+        self.aggregates = aggregates
+        self.cells = cells
+        self.changed = frozenset()
+        self.fail = None
+
+    def refresh(self):
+        if self.fail is not None:
+            raise self.fail
+        changed, self.changed = self.changed, frozenset()
+        return changed
+
+    def snapshot(self):
+        return compute_state.Snapshot(hosts=tuple(self.hosts),
+                                      aggregates=tuple(self.aggregates),
+                                      cells=tuple(self.cells))
+
+
+def inventories():
+    return {'PCPU': p.Inventory(total=8, max_unit=8),
+            'VCPU': p.Inventory(total=8, max_unit=8, allocation_ratio=4.0),
+            'MEMORY_MB': p.Inventory(total=16384, max_unit=16384),
+            'DISK_GB': p.Inventory(total=1000, max_unit=1000)}
+
+
+class KeptCountTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        objects.register_all()
+        self.placement = self.useFixture(pf.InProcessPlacement()).placement
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_sched_ext', level=logging.INFO))
+        rps = self.placement.create([
+            {'inventories': inventories(), 'usages': {}, 'traits': (),
+             'aggregates': ()} for _ in range(HOSTS)])
+        self.rps = [rp.uuid for rp in rps]
+        self.zone = test_service.aggregate(1, 'zone-a', ['h0', 'h1'],
+                                           availability_zone='az-a')
+        self.hosts = []
+        for number, rp in enumerate(self.rps):
+            name = 'h%d' % number
+            state = test_service.host_state(name)
+            state.uuid = rp
+            aggs = [self.zone] if number < 2 else []
+            state.aggregates = aggs
+            cell = test_service.CELL1 if number % 2 else test_service.CELL2
+            self.hosts.append(sources.Host(
+                state=state, cell=cell, aggregates=aggs,
+                availability_zone=sources.host_availability_zone(aggs)))
+        self.computes = FakeComputes(self.hosts, [self.zone],
+                                     [test_service.CELL1,
+                                      test_service.CELL2])
+        self.useFixture(fixtures.MockPatchObject(
+            compute_state, 'ComputeState', lambda *a, **kw: self.computes))
+        self.flavors = [test_service.PINNED2, test_service.PINNED4,
+                        test_service.SHARED]
+        self.useFixture(fixtures.MockPatchObject(
+            cloud_flavors, 'all_flavors',
+            side_effect=lambda ctx: list(self.flavors)))
+        self.counted = self.useFixture(fixtures.MockPatchObject(
+            service, 'count_one_host', wraps=service.count_one_host)).mock
+        self.clock = FakeClock()
+        self.client = placement_direct.Counting(self.placement)
+        self.reader = p.PlacementReader(CONTEXT, client=self.client)
+        self.kept = kept_capacity.KeptCount(context=CONTEXT,
+                                            reader=self.reader,
+                                            clock=self.clock)
+
+    def full(self, by='cloud', **kwargs):
+        """What compute() reports of the same cloud: read in full now."""
+        cloud = self.computes.snapshot().cloud()
+        selected, agg = service.select(cloud, az=kwargs.get('az'),
+                                       aggregate=kwargs.get('aggregate'))
+        live = [h for h in selected if not h.skipped]
+        trees = p.PlacementReader(CONTEXT, client=self.placement).trees(
+            [h.uuid for h in live])
+        report = service.assemble(NOW, cloud_flavors.pick(self.flavors),
+                                  cloud, selected,
+                                  agg, trees, by=by, az=kwargs.get('az'),
+                                  per_host=kwargs.get('per_host', False))
+        return dict(report.to_dict(), generated_at=None)
+
+    def kept_report(self, by='cloud', **kwargs):
+        return dict(self.kept.report(by=by, **kwargs).to_dict(),
+                    generated_at=None)
+
+    def assertSame(self, what):
+        for by in service.BY:
+            self.assertEqual(self.full(by=by, per_host=True),
+                             self.kept_report(by=by, per_host=True),
+                             'after %s, by %s' % (what, by))
+
+    def claim(self, rp, resources, consumer=None):
+        consumer = consumer or str(uuid_lib.uuid4())
+        self.placement.call('put', '/allocations/%s' % consumer, {
+            'allocations': {rp: {'resources': resources}},
+            'project_id': 'p', 'user_id': 'u', 'consumer_generation': None})
+        return consumer
+
+    def free(self, consumer):
+        self.placement.call('delete', '/allocations/%s' % consumer)
+
+    def set_reserved(self, rp, rc, reserved):
+        body = self.placement.call('get',
+                                   '/resource_providers/%s/inventories' % rp)
+        inventory = dict(body['inventories'][rc], reserved=reserved)
+        self.placement.call(
+            'put', '/resource_providers/%s/inventories/%s' % (rp, rc),
+            {'resource_provider_generation':
+                body['resource_provider_generation'], **inventory})
+
+    def poll(self, nodes=()):
+        self.computes.changed = frozenset(nodes)
+        self.clock.now += 1.0
+        return self.kept.poll()
+
+    # --- the tests -----------------------------------------------------------
+
+    def test_not_used_before_a_poll_nor_once_too_old(self):
+        self.assertEqual('not_ready', self.kept.unusable()[0])
+        self.poll()
+        self.assertIsNone(self.kept.unusable())
+        self.clock.now += self.kept.max_age + 1
+        self.assertEqual('too_old', self.kept.unusable()[0])
+
+    def test_equal_to_a_full_count_after_random_changes(self):
+        rng = random.Random(4)
+        self.poll()
+        self.assertSame('the first poll')
+        consumers = []
+        for step in range(12):
+            rp_index = rng.randrange(HOSTS)
+            rp = self.rps[rp_index]
+            kind = rng.choice(('claim', 'free', 'reserve', 'disable'))
+            if kind == 'claim':
+                consumers.append((rp_index, self.claim(
+                    rp, {'PCPU': rng.randint(1, 4),
+                         'MEMORY_MB': 1024 * rng.randint(1, 4)})))
+                nodes = ()
+            elif kind == 'free' and consumers:
+                rp_index, consumer = consumers.pop(rng.randrange(
+                    len(consumers)))
+                self.free(consumer)
+                # the compute's record moves when its instance goes
+                nodes = (self.rps[rp_index],)
+            elif kind == 'reserve':
+                self.set_reserved(rp, 'MEMORY_MB', 1024 * rng.randint(0, 8))
+                nodes = ()
+            else:
+                host = self.hosts[rp_index]
+                state = host.state
+                skipped = (None if host.skipped else
+                           sources.SKIP_SERVICE_DISABLED)
+                self.hosts[rp_index] = sources.Host(
+                    state=state, cell=host.cell, aggregates=host.aggregates,
+                    availability_zone=host.availability_zone,
+                    skipped=skipped)
+                nodes = (rp,)
+            self.poll(nodes)
+            self.assertSame('step %d (%s on h%d)' % (step, kind, rp_index))
+
+    def test_only_the_hosts_that_changed_are_counted_again(self):
+        self.poll()
+        self.kept_report()
+        self.assertEqual(HOSTS, self.counted.call_count)
+        self.counted.reset_mock()
+        self.kept_report(by='az')
+        self.assertEqual(0, self.counted.call_count)
+        self.claim(self.rps[2], {'PCPU': 2})
+        self.poll()
+        self.kept_report()
+        self.assertEqual([self.rps[2]], [c.args[0].uuid for c in
+                                         self.counted.call_args_list])
+        # a new set of flavors is counted on every host, once
+        self.counted.reset_mock()
+        self.flavors = [test_service.PINNED2]
+        self.poll()
+        self.kept_report()
+        self.kept_report()
+        self.assertEqual(HOSTS, self.counted.call_count)
+        # an extra spec changed: a flavor of its own
+        self.counted.reset_mock()
+        self.flavors = [test_flavors.flavor(
+            'pin2', vcpus=2, memory_mb=1024,
+            **{'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '1'})]
+        self.poll()
+        self.kept_report()
+        self.assertEqual(HOSTS, self.counted.call_count)
+
+    def test_a_free_is_read_when_the_record_moves_and_at_the_next_poll(self):
+        consumer = self.claim(self.rps[0], {'PCPU': 8})
+        self.poll()
+        self.poll()
+        before = self.client.calls
+        self.free(consumer)
+        # the compute's record moved before placement freed the room
+        self.poll([self.rps[0]])
+        self.assertSame('the free')
+        # the listing, and the node's provider read again (4 calls) at
+        # that poll and at the next one
+        self.poll()
+        self.assertEqual((1 + 4) * 2, self.client.calls - before)
+        before = self.client.calls
+        self.poll()
+        self.assertEqual(1, self.client.calls - before)
+
+    def test_a_free_nothing_tells_of_waits_for_the_resync(self):
+        consumer = self.claim(self.rps[1], {'PCPU': 8})
+        self.poll()
+        self.poll()
+        self.free(consumer)
+        self.poll()
+        self.assertNotEqual(self.full(by='host'), self.kept_report(by='host'))
+        self.clock.now += self.kept.resync_interval
+        self.kept.poll()
+        self.assertSame('the resync')
+        self.assertIn('the resync found the usages of 1 provider(s) changed',
+                      self.log.output)
+
+    def test_nested_and_sharing_providers_are_counted_as_read(self):
+        child = str(uuid_lib.uuid4())
+        self.placement.call('post', '/resource_providers', {
+            'uuid': child, 'name': 'child',
+            'parent_provider_uuid': self.rps[0]})
+        self.placement.call(
+            'put', '/resource_providers/%s/inventories' % child, {
+                'resource_provider_generation': 0,
+                'inventories': {'PCPU': {'total': 4}}})
+        self.poll()
+        self.assertSame('a nested provider')
+        self.claim(child, {'PCPU': 2})
+        self.poll()
+        self.assertSame('a claim on it')
+
+    def test_a_failed_poll_keeps_the_state_and_is_logged_once(self):
+        self.poll()
+        report = self.kept_report()
+        self.computes.fail = cloud_errors.CellUnavailable(
+            uuids.cell1, 'the cell database is down')
+        self.kept._poller.once()
+        self.kept._poller.once()
+        self.assertEqual(1, self.log.output.count(
+            'Kept capacity state: cannot poll'))
+        self.assertEqual(report, self.kept_report())
+        self.computes.fail = None
+        self.kept._poller.once()
+        self.assertIn('Kept capacity state: placement and the cells polled '
+                      'again.', self.log.output)
