@@ -408,6 +408,10 @@ function configure_nova_sched_ext_capacity {
         "$NOVA_SCHED_EXT_CAPACITY_EXPORTER_PORT"
     iniset "$conf" nova_sched_ext_capacity export_per_host \
         "$NOVA_SCHED_EXT_CAPACITY_EXPORT_PER_HOST"
+    iniset "$conf" nova_sched_ext_capacity kept_state \
+        "$NOVA_SCHED_EXT_CAPACITY_KEPT_STATE"
+    iniset "$conf" nova_sched_ext_capacity kept_state_poll_interval \
+        "$NOVA_SCHED_EXT_CAPACITY_KEPT_STATE_POLL_INTERVAL"
     if is_service_enabled nse-capacity-api; then
         # Served like nova-api: uWSGI behind Apache at the URL path.
         write_uwsgi_config "$NOVA_SCHED_EXT_CAPACITY_UWSGI_CONF" \

@@ -369,7 +369,12 @@ class CapacityApp:
 
     def _from_kept(self, query, fresh):
         """``(body, age)`` from the kept state, or None: count in full."""
-        if self.kept is None or fresh:
+        if self.kept is None:
+            return None
+        # Started by the process that serves: a WSGI server that forks its
+        # workers after loading the application leaves threads behind.
+        self.kept.start()
+        if fresh:
             return None
         why = self.kept.unusable()
         if why is not None:

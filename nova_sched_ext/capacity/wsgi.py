@@ -125,17 +125,21 @@ class _PublicRoot:
         return self._authenticated(environ, start_response)
 
 
-def kept_count(conf, context_factory):
-    """The kept capacity state, started, or None (``kept_state`` off).
+def kept_count(conf, context_factory, start=True):
+    """The kept capacity state, or None (``kept_state`` off).
 
     A :class:`~nova_sched_ext.capacity.kept.KeptCount`, which the
     capacity API and the exporter report from while it is usable.
+
+    :param start: start polling now (the exporter); the API starts it at
+        its first request, in the process that serves it
     """
     if not conf.nova_sched_ext_capacity.kept_state:
         return None
     from nova_sched_ext.capacity import kept
     count = kept.KeptCount(context_factory())
-    count.start()
+    if start:
+        count.start()
     return count
 
 
@@ -154,7 +158,8 @@ def build_application(conf, context_factory):
     strategy = conf.nova_sched_ext_capacity.auth_strategy
     keystone = strategy == capacity_conf.AUTH_KEYSTONE
     app = api.CapacityApp(conf, context_factory, check_roles=keystone,
-                          kept=kept_count(conf, context_factory))
+                          kept=kept_count(conf, context_factory,
+                                          start=False))
     if keystone:
         from keystonemiddleware import auth_token
         served = _PublicRoot(app, auth_token.AuthProtocol(

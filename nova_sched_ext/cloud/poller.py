@@ -66,11 +66,12 @@ class Poller(object):
 
     @property
     def running(self):
-        return self._thread is not None
+        """Whether the thread polls (not after a fork: threads stay)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def start(self, name):
         """Poll in a thread called ``name`` until :meth:`stop`."""
-        if self._thread is not None:
+        if self.running:
             return
         self.stopping.clear()
         self._thread = threading.Thread(target=self.run, name=name,

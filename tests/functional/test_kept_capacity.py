@@ -38,19 +38,12 @@ from nova_sched_ext import capacity
 from nova_sched_ext.capacity import kept as kept_capacity
 from nova_sched_ext_tools.harness import fake_hosts as fh
 from tests.functional import test_capacity
+from tests.unit.capacity import api_fakes
 
 GIB = 1024
 #: random changes in the first test
 STEPS = 10
 SEED = 29
-
-
-class FakeClock(object):
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
 
 
 class KeptCapacityTest(test_capacity.CapacityTestBase):
@@ -73,7 +66,7 @@ class KeptCapacityTest(test_capacity.CapacityTestBase):
         super().setUp()
         for shape in self.SHAPES:
             self.flavor_id(shape)
-        self.clock = FakeClock()
+        self.clock = api_fakes.FakeClock()
         self.kept = kept_capacity.KeptCount(
             nova_context.get_admin_context(), clock=self.clock)
         self.names = [shape.name for shape in self.SHAPES]

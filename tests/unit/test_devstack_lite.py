@@ -783,6 +783,25 @@ class StalenessLogTest(base.TestCase):
                            self.P1)],
                          multisched.kept_reads(log.output.splitlines()))
 
+    def test_the_kept_capacity_logs_what_multisched_reads(self):
+        import logging
+
+        import fixtures
+
+        from nova_sched_ext.capacity import kept
+        log = self.useFixture(fixtures.FakeLogger(
+            name=kept.__name__, level=logging.DEBUG,
+            format='2026-12-04 15:49:07.052 1 DEBUG %(name)s [-] '
+                   '%(message)s'))
+        kept.KeptCount._log_poll((frozenset([self.P1]),
+                                  frozenset([self.P1, self.P2])))
+        kept.KeptCount._log_poll((frozenset(), frozenset()))
+        at = multisched._log_time('2026-12-04 15:49:07.052')
+        self.assertEqual(sorted([(at, self.P1), (at, self.P1),
+                                 (at, self.P2)]),
+                         sorted(multisched.capacity_reads(
+                             log.output.splitlines())))
+
     def test_every_command_parses(self):
         # main() parses before it reaches the cloud; each command's
         # arguments must not trip over another's.

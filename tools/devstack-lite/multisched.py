@@ -167,6 +167,11 @@ class Cloud(object):
             placement = adapter.Adapter(
                 sess, service_type='placement', interface='public',
                 default_microversion='1.28')
+            # the package's capacity API, when the cloud runs it
+            self.capacity = adapter.Adapter(
+                sess, service_type='numa-capacity', interface='public')
+        else:
+            self.capacity = None
         self.compute, self.placement = compute, placement
         self.image = ENV.get('NSE_LITE_IMAGE_ID')
         self.domain_key = ENV.get('NSE_LITE_DOMAIN_KEY', 'failure_domain')
@@ -988,19 +993,39 @@ def _log_time(stamp):
         int(stamp[20:23]) / 1000.0
 
 
-def kept_reads(lines):
-    """``[(time, provider uuid)]`` of the kept state's reads in ``lines``."""
+def _reads(lines, pattern, fields):
+    """``[(time, uuid)]`` of the UUIDs in ``fields`` of matching lines."""
     reads = []
     for line in lines:
-        match = KEPT_LINE.match(line)
+        match = pattern.match(line)
         if not match:
             continue
         at = _log_time(match.group(1))
-        for field in ('added', 'changed'):
+        for field in fields:
             for uuid_ in match.group(field).split(', '):
                 if uuid_ and uuid_ != 'none':
                     reads.append((at, uuid_.strip()))
     return reads
+
+
+def kept_reads(lines):
+    """``[(time, provider uuid)]`` of the kept state's reads in ``lines``."""
+    return _reads(lines, KEPT_LINE, ('added', 'changed'))
+
+
+#: a capacity API log line of its kept state's poll (capacity/kept.py)
+CAPACITY_LINE = re.compile(
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) .*Kept capacity state: '
+    r'compute nodes read again (?P<nodes>[^;]*); providers read again '
+    r'(?P<providers>[^.]*)\.')
+
+
+def capacity_reads(lines):
+    """``[(time, uuid)]`` of the capacity API's kept state's reads.
+
+    A compute node's UUID is its provider's: either read counts.
+    """
+    return _reads(lines, CAPACITY_LINE, ('nodes', 'providers'))
 
 
 def seen_after(reads, provider, since):
@@ -1013,6 +1038,36 @@ def scheduler_logs():
     logdir = ENV['NSE_LITE_LOGDIR']
     return {name: os.path.join(logdir, '%s.log' % name)
             for name in ENV['NSE_LITE_SCHEDULERS'].split()}
+
+
+#: the capacity API's log name (run.sh), read when it keeps state
+CAPACITY_API = 'nse-capacity-api'
+
+
+def kept_state_readers():
+    """``{name: (log path, parser)}`` of every kept state to measure.
+
+    Each scheduler's (kept candidates), and the capacity API's when its
+    log says it counts from kept state.
+    """
+    readers = {name: (path, kept_reads)
+               for name, path in scheduler_logs().items()}
+    path = os.path.join(ENV['NSE_LITE_LOGDIR'], CAPACITY_API + '.log')
+    if os.path.exists(path) and any(
+            'Capacity: counted from state kept' in line
+            for line in _read_lines(path)):
+        readers[CAPACITY_API] = (path, capacity_reads)
+    return readers
+
+
+def _start_kept_capacity(cloud):
+    """The capacity API starts its poller at its first request."""
+    if cloud.capacity is None:
+        return
+    try:
+        cloud.capacity.get('/v1/capacity', raise_exc=False)
+    except Exception as exc:  # a cloud without the capacity API
+        log('staleness: the capacity API does not answer (%s)', exc)
 
 
 def _read_lines(path):
@@ -1042,12 +1097,17 @@ def staleness(cloud, args):
     allocation is gone: placement's generation does not move, the
     compute's word to the schedulers brings it).  For each, the time to
     the first line of each scheduler's log where its kept state read the
-    provider again.  A change one of them never reads within
-    STALENESS_TIMEOUT s is a violation (kept-state-stale).
+    provider again, and of the capacity API's log where its kept state
+    (``[nova_sched_ext_capacity] kept_state``) read the compute node or
+    its provider: from then on the capacity API answers with the change.
+    A change one of them never reads within STALENESS_TIMEOUT s is a
+    violation (kept-state-stale).
     """
     hosts = cloud.hosts()
     names = sorted(hosts)
-    logs = scheduler_logs()
+    _start_kept_capacity(cloud)
+    time.sleep(2)
+    readers = kept_state_readers()
     flavor = cloud.flavor(64)
     zones = {name: cloud.zone([name]) for name in names}
     changes = []                       # (kind, provider, since)
@@ -1098,27 +1158,34 @@ def staleness(cloud, args):
     observed = collections.defaultdict(list)   # kind -> seconds
     missing = []
     while True:
-        reads = {name: kept_reads(_read_lines(path))
-                 for name, path in logs.items()}
+        reads = {name: parse(_read_lines(path))
+                 for name, (path, parse) in readers.items()}
         observed.clear()
         missing = []
         for kind, provider, since in changes:
-            for name, scheduler_reads in sorted(reads.items()):
-                seconds = seen_after(scheduler_reads, provider, since)
+            for name, kept_state_reads in sorted(reads.items()):
+                seconds = seen_after(kept_state_reads, provider, since)
                 if seconds is None:
                     missing.append((kind, provider, name))
                 else:
-                    observed[kind].append(seconds)
+                    who = ('capacity API' if name == CAPACITY_API
+                           else 'schedulers')
+                    observed[who, kind].append(seconds)
         if not missing or time.time() > deadline:
             break
         time.sleep(1)
-    for kind in ('claim', 'inventory', 'boot', 'delete'):
-        values = sorted(observed[kind])
-        if values:
-            log('staleness %s: p50 %.0f ms, max %.0f ms (%d observations: '
-                '%d changes x %d schedulers)', kind,
-                values[len(values) // 2] * 1e3, values[-1] * 1e3,
-                len(values), len(values) // max(len(logs), 1), len(logs))
+    schedulers = len([name for name in readers if name != CAPACITY_API])
+    for who, count in (('schedulers', schedulers),
+                       ('capacity API', len(readers) - schedulers)):
+        for kind in ('claim', 'inventory', 'boot', 'delete'):
+            values = sorted(observed[who, kind])
+            if values:
+                log('staleness %s%s: p50 %.0f ms, max %.0f ms (%d '
+                    'observations: %d changes x %d %s)', kind,
+                    ' (capacity API)' if who == 'capacity API' else '',
+                    values[len(values) // 2] * 1e3, values[-1] * 1e3,
+                    len(values), len(values) // max(count, 1), count,
+                    'schedulers' if who == 'schedulers' else 'API')
     for kind, provider, name in missing:
         log('invariant kept-state-stale: %s on %s never read by %s within '
             '%d s', kind, provider, name, STALENESS_TIMEOUT)

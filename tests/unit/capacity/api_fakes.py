@@ -167,6 +167,10 @@ class FakeKept:
         self.reports = {}
         self.calls = []
         self.counts = collections.Counter()
+        self.started = 0
+
+    def start(self):
+        self.started += 1
 
     def unusable(self):
         return self.why

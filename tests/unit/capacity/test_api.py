@@ -612,6 +612,8 @@ class TestKeptState(APITestCase):
                           'aggregate': None, 'per_host': False},
                          self.kept.calls[0])
         self.assertEqual(2, self.kept.counts['kept'])
+        # started by the serving process, at its requests (idempotent)
+        self.assertEqual(2, self.kept.started)
 
     def test_fresh_counts_in_full(self):
         app = self.make_kept_app()
@@ -650,4 +652,8 @@ class TestKeptState(APITestCase):
         conf = api_fakes.make_conf(kept_state=True)
         context = object()
         self.assertIsNotNone(wsgi.kept_count(conf, lambda: context))
+        self.assertEqual([context], started)
+        # the API's is started by its first request, not when built
+        self.assertIsNotNone(wsgi.kept_count(conf, lambda: context,
+                                             start=False))
         self.assertEqual([context], started)

@@ -40,6 +40,7 @@ from nova_sched_ext.cloud import flavors as cloud_flavors
 from nova_sched_ext.cloud import placement as p
 from nova_sched_ext_tools import placement_direct
 from tests import base
+from tests.unit.capacity import api_fakes
 from tests.unit.capacity import test_flavors
 from tests.unit.capacity import test_service
 from tests.unit.cloud import placement_fixtures as pf
@@ -47,14 +48,6 @@ from tests.unit.cloud import placement_fixtures as pf
 CONTEXT = placement_direct.Context('req-nse-test-kept-capacity')
 NOW = datetime.datetime(2026, 12, 4, tzinfo=datetime.timezone.utc)
 HOSTS = 6
-
-
-class FakeClock(object):
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
 
 
 class FakeComputes(object):
@@ -123,7 +116,7 @@ class KeptCountTest(base.TestCase):
             side_effect=lambda ctx: list(self.flavors)))
         self.counted = self.useFixture(fixtures.MockPatchObject(
             service, 'count_one_host', wraps=service.count_one_host)).mock
-        self.clock = FakeClock()
+        self.clock = api_fakes.FakeClock()
         self.client = placement_direct.Counting(self.placement)
         self.reader = p.PlacementReader(CONTEXT, client=self.client)
         self.kept = kept_capacity.KeptCount(context=CONTEXT,
