@@ -41,19 +41,6 @@ from nova_sched_ext_tools.bench import capacity as capacity_bench
 PREFIX = 'cap.'
 
 
-def percentile(values, q):
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    index = min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))
-    return ordered[index]
-
-
-def summary(values):
-    return {'p50': percentile(values, 0.5), 'p95': percentile(values, 0.95),
-            'p99': percentile(values, 0.99), 'count': len(values)}
-
-
 def _differences(full, kept):
     """What differs between two reports' dictionaries, in a few lines."""
     found = []
@@ -146,12 +133,14 @@ class CapacityRun(object):
                             'hosts_counted': full['hosts_counted'],
                             'differences': _differences(full, kept)})
 
-    def figures(self):
+    def figures(self, summary):
+        """The run's figures; ``summary`` makes p50/p95/p99 of a list."""
         return {
             'flavors': len(self.names),
             'first_read_s': self.first_read_s,
             'first_report_s': self.first_report_s,
             'poll_ms': summary(self.polls_ms),
+            'answers': len(self.answers_ms),
             'answer_ms': summary(self.answers_ms),
             'hosts_counted_again': summary(self.counted_again),
             'checks': self.checks,

@@ -1488,7 +1488,7 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
         'own_p50_ratio': own[NOVA] / own[PACKAGE] if own[PACKAGE] else None,
         'several_schedulers': burst,
         'kept_capacity': (None if capacity_run is None
-                          else capacity_run.figures()),
+                          else capacity_run.figures(summary)),
         'setup_s': setup_s, 'replay_s': replay_s,
         'wall_s': time.perf_counter() - wall_started,
         'per_request': rows,

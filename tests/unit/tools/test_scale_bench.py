@@ -116,7 +116,7 @@ class TestScaleBenchRun(base.TestCase):
 
 
 class TestScaleBenchKeptRun(base.TestCase):
-    """A tiny run with kept candidates and two schedulers at once."""
+    """A tiny run: kept candidates, schedulers at once, kept capacity."""
 
     def test_kept_candidates_and_several_schedulers(self):
         env = dict(os.environ, PYTHONHASHSEED='0')
@@ -124,7 +124,8 @@ class TestScaleBenchKeptRun(base.TestCase):
             [sys.executable, '-m', 'nova_sched_ext_tools.bench.cli',
              'scale', '--json', '--hosts', '12', '--requests', '4',
              '--db', 'sqlite', '--package-candidates', 'kept',
-             '--schedulers', '2', '--burst-seconds', '2'],
+             '--schedulers', '2', '--burst-seconds', '2',
+             '--capacity-flavors', '3'],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
             timeout=900, check=False)
         self.addDetail('stderr', content.text_content(
@@ -151,6 +152,15 @@ class TestScaleBenchKeptRun(base.TestCase):
         self.assertEqual(0, burst['error_count'])
         self.assertGreaterEqual(burst['claims'], burst['placed'])
         self.assertEqual(2, len(burst['answers']))
+        # the capacity from kept state: an answer after each request, and
+        # a full count equal to it at the start and the end
+        capacity = run['kept_capacity']
+        self.assertEqual(3, capacity['flavors'])
+        self.assertEqual(4, capacity['answers'])
+        self.assertEqual(['start', 'end'],
+                         [c['at'] for c in capacity['checks']])
+        self.assertEqual(12, capacity['checks'][0]['hosts_counted'])
+        self.assertEqual([], capacity['differences'])
 
 
 class TestScaleBenchHelpers(base.TestCase):
