@@ -218,8 +218,9 @@ class KeptCount(object):
         live = {host.uuid for host in snapshot.hosts}
         with self._counted_lock:
             for counted in self._counted.values():
-                for uuid in [u for u in counted if u not in live]:
-                    del counted[uuid]
+                # reports add to it meanwhile, without this lock
+                for uuid in [u for u in list(counted) if u not in live]:
+                    counted.pop(uuid, None)
 
     @staticmethod
     def _log_poll(result):
