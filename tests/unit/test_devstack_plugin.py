@@ -470,12 +470,16 @@ class CapacityServicesPluginTest(RecordedPluginTest):
             'source %s/devstack/plugin.sh\n'
             'configure_nova_sched_ext_capacity' % REPO,
             NOVA_SCHED_EXT_CAPACITY_ALLOWED_ROLES='admin,capacity_reader',
-            NOVA_SCHED_EXT_CAPACITY_EXPORT_PER_HOST='yes')
+            NOVA_SCHED_EXT_CAPACITY_EXPORT_PER_HOST='yes',
+            NOVA_SCHED_EXT_CAPACITY_KEPT_STATE='yes',
+            NOVA_SCHED_EXT_CAPACITY_KEPT_STATE_POLL_INTERVAL='0.5')
         self.assertEqual(
             '[nova_sched_ext_capacity]\nauth_strategy = keystone\n'
             'allowed_roles = admin,capacity_reader\n'
             'refresh_interval = 60\nexporter_port = 9736\n'
-            'export_per_host = True\n', self._read(self.capacity_conf))
+            'export_per_host = True\nkept_state = True\n'
+            'kept_state_poll_interval = 0.5\n',
+            self._read(self.capacity_conf))
         self.assertEqual(
             ['write_uwsgi_config %s nova_sched_ext.capacity.wsgi:application '
              '/numa-capacity  nse-capacity-api' % self.uwsgi_conf], calls)
