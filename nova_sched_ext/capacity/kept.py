@@ -135,6 +135,8 @@ class KeptCount(object):
             clock_margin=CONF.nova_sched_ext.host_state_clock_margin)
         #: node UUIDs whose providers the next poll reads again
         self._follow_up = frozenset()
+        #: the node UUIDs of the last poll
+        self._known_nodes = frozenset()
         self._trees = {}
         self._view = None
         self._polled_at = None
@@ -171,9 +173,12 @@ class KeptCount(object):
                 self._providers = provider_state.ProviderState(reader)
             nodes = self._computes.refresh()
             # a node's record moved: an instance came or went; placement
-            # frees without a new generation, right after the record
-            self._providers.stale(*(nodes | self._follow_up))
-            self._follow_up = nodes
+            # frees without a new generation, right after the record.  A
+            # node new to the state is not one: its provider is read in
+            # full when it is new too (every one, at the first poll).
+            moved = nodes & self._known_nodes
+            self._providers.stale(*(moved | self._follow_up))
+            self._follow_up = moved
             changes = self._providers.refresh()
             freed = frozenset()
             if self.resync_interval and self._polled_at is not None:
@@ -187,6 +192,7 @@ class KeptCount(object):
             snapshot = self._computes.snapshot()
             flavors = cloud_flavors.all_flavors(self._context)
             self._view = _View(snapshot, self._trees, flavors, generated_at)
+            self._known_nodes = frozenset(h.uuid for h in snapshot.hosts)
             self._polled_at = started
             if nodes:
                 self._forget_gone(snapshot)

@@ -244,6 +244,16 @@ class KeptCountTest(base.TestCase):
         self.kept_report()
         self.assertEqual(HOSTS, self.counted.call_count)
 
+    def test_the_first_poll_reads_every_provider_once(self):
+        # every node is new to the first poll: its providers are read
+        # then, not again at the next poll
+        before = self.client.calls
+        self.poll(self.rps)
+        self.assertEqual(1 + 4 * HOSTS, self.client.calls - before)
+        before = self.client.calls
+        self.poll()
+        self.assertEqual(1, self.client.calls - before)
+
     def test_a_free_is_read_when_the_record_moves_and_at_the_next_poll(self):
         consumer = self.claim(self.rps[0], {'PCPU': 8})
         self.poll()
