@@ -549,6 +549,10 @@ class RunProcessTest(base.TestCase):
                   'ENABLED_SERVICES=nse-test\n'
                   'run_process nse-test "sleep 60"\n'
                   'read -r pid _ < %s/nse-test.pid\n'
+                  # the group exists once the child has called setsid: a
+                  # kill before that finds none (seen on a loaded machine)
+                  'until kill -0 -- "-$pid" 2>/dev/null; do sleep 0.05; '
+                  'done\n'
                   'kill -KILL -- "-$pid"\n'
                   'while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done\n'
                   'sleep 0.2\n'
