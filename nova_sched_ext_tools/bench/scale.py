@@ -118,6 +118,11 @@ methods (nothing in Nova is edited):
     total minus the phases: request filters, the placement request's
     making, notifications, Selection objects.
 
+``--schedulers N`` then starts N scheduler processes of the package on
+the cloud the replay left, each with its own kept state, and sends them
+boots at once for ``--burst-seconds``
+(:mod:`nova_sched_ext_tools.bench.burst`).
+
 Figures are wall-clock milliseconds, p50/p95/p99 by nearest rank over the
 requests (with fewer than 100 requests p99 is the slowest one).
 Placement runs in this process, so its time competes for the same
@@ -187,13 +192,31 @@ BATCH = 2000
 
 
 _STARTED = time.perf_counter()
+_PREFIX = ['']
 
 
 def progress(message):
     """One line on stderr: where a long run is (stdout holds the figures)."""
-    sys.stderr.write('[scale %6.1f s] %s\n'
-                     % (time.perf_counter() - _STARTED, message))
+    sys.stderr.write('%s[scale %6.1f s] %s\n'
+                     % (_PREFIX[0], time.perf_counter() - _STARTED, message))
     sys.stderr.flush()
+
+
+def progress_prefix(prefix):
+    """Start every later progress line with ``prefix`` (a process's name)."""
+    _PREFIX[0] = prefix
+
+
+def quiet_logs():
+    """Only errors from the loggers that are noise in a bench.
+
+    Nova's fit warns about hosts on vcpu_pin_set for isolate policies;
+    placement logs each request.
+    """
+    import logging
+    for name in ('nova', 'placement', 'nova_sched_ext', 'oslo_db',
+                 'keystoneauth', 'stevedore'):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def stable_uuid(*parts):
@@ -329,8 +352,12 @@ def drop_databases(server_url, names=None, prefix=None):
 # Nova and placement
 
 
-def configure_nova(urls):
-    """Nova's options for a scheduler on these databases; the schemas."""
+def configure_nova(urls, sync=True):
+    """Nova's options for a scheduler on these databases; the schemas.
+
+    ``sync=False``: the schemas are there already (a scheduler process of
+    ``--schedulers``, started on the bench's databases).
+    """
     from nova import config as nova_config
     from nova.db.api import api as api_db
     from nova.db.main import api as main_db
@@ -366,8 +393,9 @@ def configure_nova(urls):
     conf.set_override('service_down_time', 3600)
     main_db.configure(conf)
     api_db.configure(conf)
-    migration.db_sync(database='api')
-    migration.db_sync(database='main')
+    if sync:
+        migration.db_sync(database='api')
+        migration.db_sync(database='main')
     from nova import rpc
     rpc.init(conf)
     return conf
@@ -383,9 +411,14 @@ class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
 
 
 class Placement(object):
-    """openstack-placement's WSGI app on its own database, over HTTP."""
+    """openstack-placement's WSGI app on its own database, over HTTP.
 
-    def __init__(self, url):
+    ``one_at_a_time``: requests are served one after the other (sqlite
+    has one writer: two claims at once from ``--schedulers`` processes
+    would fail with "database is locked" where MariaDB lets one wait).
+    """
+
+    def __init__(self, url, one_at_a_time=False, conflict_retries=None):
         from oslo_config import cfg
         from placement import conf as placement_conf
         from placement import db_api
@@ -397,9 +430,17 @@ class Placement(object):
         conf.set_override('auth_strategy', 'noauth2', group='api')
         conf.set_override('sync_on_startup', True,
                           group='placement_database')
+        if conflict_retries is not None:
+            conf.set_override('allocation_conflict_retry_count',
+                              conflict_retries, group='placement')
         db_api.configure(conf)
         deploy.update_database(conf)
+        #: placement reads its options per request: an override made
+        #: here holds from the next request on
+        self.conf = conf
         app = deploy.loadapp(conf)
+        if one_at_a_time:
+            app = _one_at_a_time(app)
         self.server = simple_server.make_server(
             '127.0.0.1', 0, app, server_class=_ThreadingServer,
             handler_class=_QuietHandler)
@@ -415,6 +456,17 @@ class Placement(object):
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def _one_at_a_time(app):
+    lock = threading.Lock()
+
+    def serve(environ, start_response):
+        with lock:
+            # The body is read whole inside the lock: the app's work ends
+            # with its iterable.
+            return list(app(environ, start_response))
+    return serve
 
 
 def point_nova_at(conf, endpoint):
@@ -1086,129 +1138,6 @@ def check_kept_answer(ctx, manager, spec, rc, hosts):
 
 
 # ---------------------------------------------------------------------------
-# Several schedulers at once
-
-
-def several_schedulers(ctx, objects, hardware, conf, args, flavors, cloud,
-                       rc):
-    """``--schedulers N --burst-seconds S``: N package managers at once.
-
-    Each is ``nova-sched-ext-scheduler``'s manager with kept candidates,
-    its own kept state polled by its own thread every
-    ``[nova_sched_ext] kept_state_poll_interval`` (as in the service), on
-    the cloud the replay left.  One client thread per scheduler sends
-    boots of the trace's flavors back to back for S seconds; the claims
-    stay (nothing is committed to the compute node records, so the
-    NUMA-level usage the filters see does not grow: what is measured is
-    placement's side).  Then: requests a second, latency, the claims
-    placement refused (two schedulers chose the same room: Nova goes on
-    to the next host) and every provider's usage against its capacity
-    (over-commits: must be 0).
-    """
-    import threading as threading_mod
-
-    from nova import exception
-    import oslo_messaging as messaging
-
-    managers = []
-    for _ in range(args.schedulers):
-        manager = make_manager(conf, PACKAGE, args.package_weighers,
-                               args.package_host_state,
-                               args.package_numa_filter, 'kept')
-        seed_instance_info(ctx, objects, manager, cloud)
-        manager.candidate_limit.kept.poll()
-        managers.append(manager)
-    claims = collections.Counter()
-    claim = rc.claim_resources
-
-    def counted_claim(*a, **kw):
-        result = claim(*a, **kw)
-        claims['refused' if not result else 'placed'] += 1
-        return result
-
-    rc.claim_resources = counted_claim
-    flavor_list = sorted(flavors, key=lambda f: f.name)
-    outcomes = []
-    errors = []
-    lock = threading_mod.Lock()
-    deadline = [None]
-
-    def client(number, manager):
-        rng = random.Random(args.seed * 100 + number)
-        sent = 0
-        while time.perf_counter() < deadline[0]:
-            flavor = rng.choice(flavor_list)
-            instance_uuid = stable_uuid('burst', number, sent)
-            sent += 1
-            spec = request_spec(ctx, objects, hardware, flavor,
-                                instance_uuid)
-            started = time.perf_counter()
-            error = None
-            try:
-                manager.select_destinations(
-                    ctx, spec_obj=spec, instance_uuids=[instance_uuid],
-                    return_objects=True, return_alternates=True)
-                placed = True
-            except (exception.NoValidHost, messaging.ExpectedException):
-                placed = False
-            except Exception as exc:   # a fault of the bench or the code
-                placed, error = False, '%s: %s' % (type(exc).__name__, exc)
-            with lock:
-                outcomes.append((placed, time.perf_counter() - started))
-                if error:
-                    errors.append(error)
-
-    for manager in managers:
-        manager.candidate_limit.kept.start()
-    try:
-        heartbeat()
-        started = time.perf_counter()
-        deadline[0] = started + args.burst_seconds
-        threads = [threading_mod.Thread(target=client, args=(n, m))
-                   for n, m in enumerate(managers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-    finally:
-        for manager in managers:
-            manager.candidate_limit.kept.stop()
-        rc.claim_resources = claim
-    over = []
-    for host in cloud:
-        base = '/resource_providers/%s' % host.uuid
-        inventories = rc.get(base + '/inventories',
-                             version='1.14').json()['inventories']
-        usages = rc.get(base + '/usages', version='1.14').json()['usages']
-        for rc_name, inv in inventories.items():
-            capacity = int((inv['total'] - inv['reserved']) *
-                           inv['allocation_ratio'])
-            if usages.get(rc_name, 0) > capacity:
-                over.append('%s %s %d > %d' % (host.name, rc_name,
-                                               usages[rc_name], capacity))
-    latencies = [seconds * 1e3 for _placed, seconds in outcomes]
-    total_claims = claims['placed'] + claims['refused']
-    return {
-        'schedulers': args.schedulers, 'seconds': elapsed,
-        'requests': len(outcomes),
-        'requests_per_second': len(outcomes) / elapsed if elapsed else 0.0,
-        'placed': sum(1 for placed, _s in outcomes if placed),
-        'no_valid_host': sum(1 for placed, _s in outcomes if not placed),
-        'latency_ms': summary(latencies),
-        'claims': total_claims, 'claims_refused': claims['refused'],
-        'conflict_rate': (claims['refused'] / total_claims
-                          if total_claims else 0.0),
-        'over_commits': over,
-        'errors': errors[:10], 'error_count': len(errors),
-        'answers': [dict(m.candidate_limit.kept.counts) for m in managers],
-        'note': 'one process, one client thread per scheduler manager, '
-                'each with its own kept state and poller thread; claims '
-                'are not committed to the compute node records',
-    }
-
-
-# ---------------------------------------------------------------------------
 # One size
 
 
@@ -1280,12 +1209,7 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     from nova_sched_ext.fit import engine as fit_engine
     from nova_sched_ext_tools import loader
 
-    import logging
-    # Nova's fit warns about hosts on vcpu_pin_set for isolate policies,
-    # placement logs each request: noise here.
-    for name in ('nova', 'placement', 'nova_sched_ext', 'oslo_db',
-                 'keystoneauth', 'stevedore'):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet_logs()
 
     setup_started = time.perf_counter()
     progress('%d hosts: databases on %s; Nova\'s and placement\'s schemas'
@@ -1295,7 +1219,9 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
         conf.set_override('max_placement_results', limit, group='scheduler')
     objects = loader.load_nova()
     cleanup.callback(_dispose_engines)
-    placement = Placement(databases.urls['placement'])
+    placement = Placement(databases.urls['placement'],
+                          one_at_a_time=databases.kind == 'sqlite',
+                          conflict_retries=args.placement_conflict_retries)
     cleanup.callback(placement.stop)
     point_nova_at(conf, placement.endpoint)
     ctx = nova_context.get_admin_context()
@@ -1437,10 +1363,12 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     if args.schedulers:
         for patch in patches:
             patch.stop()
-        progress('%d schedulers at once for %d s'
+        from nova_sched_ext_tools.bench import burst as burst_mod
+        progress('%d scheduler processes at once for %d s: starting them'
                  % (args.schedulers, args.burst_seconds))
-        burst = several_schedulers(ctx, objects, hardware, conf, args,
-                                   flavors, cloud, rc)
+        burst = burst_mod.several_schedulers(
+            ctx, args, databases.urls, placement.endpoint, flavors, cloud,
+            rc, limit)
 
     both = [r for r in rows if r['nova_host'] and r['package_host']]
     sides = {side: _side_figures(outcomes[side]) for side in SIDES}
@@ -1459,6 +1387,7 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
         'cloud_used_pct': _used_pct(cloud),
         'backend': fit_engine.backend_name(),
         'max_placement_results': conf.scheduler.max_placement_results,
+        'placement_conflict_retries': args.placement_conflict_retries,
         'package_weighers': args.package_weighers,
         'package_host_state': args.package_host_state,
         'package_numa_filter': args.package_numa_filter,
@@ -1581,17 +1510,35 @@ def add_arguments(parser):
                              'untimed)')
     parser.add_argument('--schedulers', type=int, default=0,
                         help='after the replay, this many package '
-                             'schedulers (kept candidates, each with its '
-                             'own poller) receive boots at once for '
-                             '--burst-seconds: throughput, claim conflicts, '
-                             'over-commits (default 0: none)')
+                             'scheduler processes (kept candidates, each '
+                             'with its own state and poller) receive boots '
+                             'at once for --burst-seconds: throughput, '
+                             'claim conflicts, over-commits (default 0: '
+                             'none)')
     parser.add_argument('--burst-seconds', type=int, default=60,
                         help='length of the --schedulers burst (default 60)')
+    parser.add_argument('--burst-window', type=int, default=60,
+                        help='the burst\'s requests a second are also given '
+                             'per window of this many seconds (default 60; '
+                             'at most --burst-seconds): the lowest shows '
+                             'whether the rate was sustained')
+    parser.add_argument('--burst-poll-interval', type=float, default=None,
+                        help='[nova_sched_ext] kept_state_poll_interval of '
+                             'the --schedulers processes (default: the '
+                             'option\'s default)')
     parser.add_argument('--max-placement-results', default=None,
                         help='comma-separated values of [scheduler] '
                              'max_placement_results for both schedulers '
                              '(default: Nova\'s, 1000); each size runs at '
                              'each value, in a process of its own')
+    parser.add_argument('--placement-conflict-retries', type=int,
+                        default=1,
+                        help='placement\'s [placement] '
+                             'allocation_conflict_retry_count (default 1, '
+                             'as the devstack plugin sets it: placement\'s '
+                             'own default, 10, lets claims that race on '
+                             'one provider exceed its capacity; see the '
+                             'kept candidates\' documentation)')
     parser.add_argument('--seed', type=int, default=3,
                         help='seed of the random cloud and requests '
                              '(default 3)')
@@ -1628,9 +1575,18 @@ def run(args):
                                  '--max-placement-results')
         if args.requests < 1:
             raise BenchError('--requests must be at least 1')
-        if args.schedulers < 0 or args.burst_seconds < 1:
-            raise BenchError('--schedulers must be 0 or more and '
-                             '--burst-seconds at least 1')
+        if (args.schedulers < 0 or args.burst_seconds < 1 or
+                args.burst_window < 1):
+            raise BenchError('--schedulers must be 0 or more, '
+                             '--burst-seconds and --burst-window at '
+                             'least 1')
+        if args.placement_conflict_retries < 1:
+            raise BenchError('--placement-conflict-retries must be at '
+                             'least 1')
+        if (args.burst_poll_interval is not None and
+                args.burst_poll_interval < 0.05):
+            raise BenchError('--burst-poll-interval must be at least 0.05 '
+                             '(kept_state_poll_interval\'s minimum)')
         started = time.perf_counter()
         if len(sizes) == 1 and len(limits) == 1:
             runs = [_in_this_process(args, sizes[0], limits[0])]
@@ -1683,10 +1639,15 @@ def _in_a_child(args, size, limit=None):
             '--package-candidates', args.package_candidates,
             '--schedulers', str(args.schedulers),
             '--burst-seconds', str(args.burst_seconds),
+            '--burst-window', str(args.burst_window),
+            '--placement-conflict-retries',
+            str(args.placement_conflict_retries),
             '--capacity-flavors', str(args.capacity_flavors),
             '--db-prefix', prefix]
     if args.backend:
         argv += ['--backend', args.backend]
+    if args.burst_poll_interval is not None:
+        argv += ['--burst-poll-interval', str(args.burst_poll_interval)]
     if limit is not None:
         argv += ['--max-placement-results', str(limit)]
     child = subprocess.Popen(argv, stdout=subprocess.PIPE)
@@ -1770,12 +1731,15 @@ def render(figures):
     if burst:
         lat = burst['latency_ms']
         lines.append(
-            '%d schedulers at once, %.0f s: %d requests, %.1f a second '
+            '%d scheduler processes at once, %.0f s: %d requests, %.1f a '
+            'second (lowest %.0f s window %.1f; poll every %s s) '
             '(%d placed, %d NoValidHost, %d errors); latency p50 / p95 / '
             'p99 %.0f / %.0f / %.0f ms; claims %d, refused by placement %d '
             '(conflict rate %.1f%%); over-commits in placement: %d' % (
                 burst['schedulers'], burst['seconds'], burst['requests'],
-                burst['requests_per_second'], burst['placed'],
+                burst['requests_per_second'], burst['window_s'],
+                burst['lowest_window_rate'] or 0.0,
+                burst['poll_interval_s'], burst['placed'],
                 burst['no_valid_host'], burst['error_count'], lat['p50'],
                 lat['p95'], lat['p99'], burst['claims'],
                 burst['claims_refused'], 100.0 * burst['conflict_rate'],

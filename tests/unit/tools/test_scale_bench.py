@@ -20,6 +20,7 @@ import sys
 
 from testtools import content
 
+from nova_sched_ext_tools.bench import burst
 from nova_sched_ext_tools.bench import cli as bench
 from nova_sched_ext_tools.bench import scale
 from tests import base
@@ -124,7 +125,8 @@ class TestScaleBenchKeptRun(base.TestCase):
             [sys.executable, '-m', 'nova_sched_ext_tools.bench.cli',
              'scale', '--json', '--hosts', '12', '--requests', '4',
              '--db', 'sqlite', '--package-candidates', 'kept',
-             '--schedulers', '2', '--burst-seconds', '2',
+             '--schedulers', '2', '--burst-seconds', '4',
+             '--burst-window', '2',
              '--capacity-flavors', '3'],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
             timeout=900, check=False)
@@ -145,7 +147,19 @@ class TestScaleBenchKeptRun(base.TestCase):
         self.assertEqual([], run['kept_state']['differences'])
         burst = run['several_schedulers']
         self.assertEqual(2, burst['schedulers'])
+        # each scheduler in a process of its own, each handing in
+        # figures
+        self.assertEqual(2, burst['processes'])
         self.assertGreater(burst['requests'], 0)
+        # two whole windows of 2 s; the tail after the deadline (requests
+        # in flight) counts in the total only
+        self.assertEqual(2, len(burst['requests_per_second_by_window']))
+        self.assertLessEqual(
+            sum(burst['requests_per_second_by_window']) * 2,
+            burst['requests'])
+        self.assertEqual(min(burst['requests_per_second_by_window']),
+                         burst['lowest_window_rate'])
+        self.assertEqual(2, len(burst['first_read_s']))
         self.assertEqual(burst['requests'],
                          burst['placed'] + burst['no_valid_host'])
         self.assertEqual([], burst['over_commits'])
@@ -161,6 +175,59 @@ class TestScaleBenchKeptRun(base.TestCase):
                          [c['at'] for c in capacity['checks']])
         self.assertEqual(12, capacity['checks'][0]['hosts_counted'])
         self.assertEqual([], capacity['differences'])
+
+
+class TestBurstHelpers(base.TestCase):
+
+    def test_rates_by_whole_window(self):
+        went = 1000.0
+        ends = [went + t for t in (0.1, 0.5, 1.9, 2.0, 3.0, 3.99, 4.0, 4.5,
+                                   -0.1)]
+        # windows [0, 2) and [2, 4): 3 and 3 requests; 4.0 and 4.5 are
+        # the tail (the last window, [4, 5), is not whole), -0.1 before
+        self.assertEqual([1.5, 1.5],
+                         burst.rates_by_window(ends, went, 5, 2))
+        self.assertEqual([2.0, 1.0, 0.0, 0.0],
+                         burst.rates_by_window(ends[:3], went, 4, 1))
+        self.assertEqual([], burst.rates_by_window(ends, went, 1, 2))
+
+    def test_bad_burst_options_are_one_line(self):
+        for option, value, words in (
+                ('--burst-window', '0', 'and --burst-window at least 1'),
+                ('--burst-poll-interval', '0.01',
+                 '--burst-poll-interval must be at least 0.05')):
+            error = self.assertRaises(SystemExit, self.run_main, bench.main,
+                                      'scale', option, value)
+            self.assertIn(words, str(error))
+            self.assertNotIn('\n', str(error))
+
+    def _process(self, code):
+        process = burst._Process.__new__(burst._Process)
+        process.number = 7
+        process.child = subprocess.Popen(
+            [sys.executable, '-c', code], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True)
+        self.addCleanup(process.end)
+        return process
+
+    def test_a_process_that_dies_is_one_line(self):
+        process = self._process('import sys; sys.exit(3)')
+        error = self.assertRaises(scale.BenchError, process.expect, 'ready',
+                                  60)
+        self.assertEqual('scheduler process 7 ended with exit status 3 '
+                         'before it said \'ready\' (its stderr is above)',
+                         str(error))
+
+    def test_a_process_that_says_something_else(self):
+        process = self._process('print("Traceback: boom", flush=True)')
+        error = self.assertRaises(scale.BenchError, process.expect, 'ready',
+                                  60)
+        self.assertIn("wrote 'Traceback: boom' before it said 'ready'",
+                      str(error))
+
+    def test_what_follows_the_word(self):
+        process = self._process('print("result {\\"a\\": 1}", flush=True)')
+        self.assertEqual('{"a": 1}', process.expect('result', 60))
 
 
 class TestScaleBenchHelpers(base.TestCase):

@@ -1,0 +1,403 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``scale --schedulers N``: N scheduler *processes* on one cloud at once.
+
+After the replay, the bench starts N processes (``python -m
+nova_sched_ext_tools.bench.burst SPEC NUMBER``), each one
+``nova-sched-ext-scheduler``'s manager with kept candidates
+(``[nova_sched_ext] kept_candidates = True``), on the bench's databases
+and its placement endpoint, as N ``nova-sched-ext-scheduler`` services
+on one cloud would run:
+
+* each keeps its own state: it learns the computes' instances as the
+  computes tell every scheduler (``update_instance_info``, then
+  ``sync_instance_info``), reads placement's providers once, then its own
+  poller thread polls every ``[nova_sched_ext] kept_state_poll_interval``
+  (``--burst-poll-interval``) seconds, as in the service;
+* when all N are ready, the parent says go; each process's client (a
+  conductor) sends boots of the replay's flavors back to back for
+  ``--burst-seconds``: a request goes out when the previous answer came
+  back, so N requests are in flight at any time;
+* the claims stay in placement; nothing is committed to the compute node
+  records (the NUMA-level usage the filters see does not grow: what is
+  measured is the schedulers' and placement's side).
+
+Then the parent gathers what each process counted: requests with their
+wall-clock start and end (requests a second over the burst and in each
+window of ``--burst-window`` seconds: sustained, not an average over a
+fast start), latency, the claims placement refused (two schedulers chose
+the same room; Nova goes on to the next host, an alternate), errors, and
+reads every provider's usage against its capacity (over-commits: must be
+0).
+
+A process that fails to start or dies fails the run with one line and
+its exit status; its stderr (progress lines prefixed ``[scheduler N]``)
+is the bench's.  Every process is ended, also on failure.
+"""
+
+import collections
+import contextlib
+import json
+import os
+import random
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+from nova_sched_ext_tools.bench import scale
+
+#: how long a scheduler process may take to start (imports, its first
+#: read of every provider) before the run gives up
+READY_TIMEOUT = 3600
+#: how long after the burst's end a process may take to hand in its
+#: figures (its last request, stopping its poller)
+DONE_TIMEOUT = 900
+
+
+def burst_spec(args, urls, endpoint, flavors, cloud, limit):
+    """What every scheduler process needs: a JSON-able dict."""
+    return {
+        'urls': urls, 'endpoint': endpoint, 'seed': args.seed,
+        'burst_seconds': args.burst_seconds,
+        'poll_interval': args.burst_poll_interval,
+        'package_weighers': args.package_weighers,
+        'package_host_state': args.package_host_state,
+        'package_numa_filter': args.package_numa_filter,
+        'max_placement_results': limit,
+        'backend': args.backend,
+        'flavors': [{'name': f.name, 'vcpus': f.vcpus,
+                     'memory_mb': f.memory_mb, 'root_gb': f.root_gb,
+                     'extra_specs': dict(f.extra_specs)}
+                    for f in sorted(flavors, key=lambda f: f.name)],
+        'instances': {h.name: [u for u, _use in h.instances]
+                      for h in cloud},
+    }
+
+
+class _Process(object):
+    """One scheduler process, seen from the parent."""
+
+    def __init__(self, number, spec_path):
+        self.number = number
+        argv = [sys.executable, '-m', 'nova_sched_ext_tools.bench.burst',
+                spec_path, str(number)]
+        self.child = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, bufsize=1)
+
+    def expect(self, word, timeout):
+        """The next line the process writes, which must start ``word``."""
+        line = _read_line(self.child.stdout, timeout)
+        if line is None or not line.startswith(word):
+            if line is None:
+                what = 'gave no answer in %d s' % timeout
+            elif not line:
+                try:
+                    what = 'ended with exit status %d' % self.child.wait(30)
+                except subprocess.TimeoutExpired:
+                    what = 'closed its output'
+            else:
+                what = 'wrote %r' % line[:80]
+            raise scale.BenchError(
+                'scheduler process %d %s before it said %r (its stderr '
+                'is above)' % (self.number, what, word))
+        return line[len(word):].strip()
+
+    def go(self):
+        self.child.stdin.write('go\n')
+        self.child.stdin.flush()
+
+    def end(self):
+        if self.child.poll() is None:
+            self.child.terminate()
+            try:
+                self.child.wait(30)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+                self.child.wait()
+
+
+def _read_line(stream, timeout):
+    """A line of ``stream`` within ``timeout`` s; '' if it closed, or None.
+
+    A process writes its lines whole and flushed, so once there is
+    something to read the rest of the line follows.
+    """
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            return None
+    return stream.readline().rstrip('\n')
+
+
+def several_schedulers(ctx, args, urls, endpoint, flavors, cloud, rc,
+                       limit=None):
+    """Start ``args.schedulers`` scheduler processes; the burst's figures."""
+    with tempfile.TemporaryDirectory(prefix='nse-burst-') as tmp:
+        spec_path = os.path.join(tmp, 'spec.json')
+        with open(spec_path, 'w') as spec_file:
+            json.dump(burst_spec(args, urls, endpoint, flavors, cloud,
+                                 limit), spec_file)
+        before = over_commits(rc, cloud)
+        if before:
+            raise scale.BenchError(
+                'the cloud is over-committed in placement before the '
+                'burst: %s' % '; '.join(before[:5]))
+        processes = []
+        with contextlib.ExitStack() as ending:
+            for number in range(args.schedulers):
+                process = _Process(number, spec_path)
+                ending.callback(process.end)
+                processes.append(process)
+            for process in processes:
+                process.expect('ready', READY_TIMEOUT)
+            scale.progress('%d scheduler processes ready: go for %d s'
+                           % (len(processes), args.burst_seconds))
+            went = time.time()
+            for process in processes:
+                process.go()
+            results = [json.loads(process.expect(
+                'result', args.burst_seconds + DONE_TIMEOUT))
+                for process in processes]
+    burst_uuids = frozenset(
+        burst_uuid(result['number'], sent) for result in results
+        for sent in range(len(result['requests'])))
+    return figures(args, results, went,
+                   over_commits(rc, cloud, burst_uuids))
+
+
+def burst_uuid(number, sent):
+    """The instance of the ``sent``-th boot of scheduler process number."""
+    return scale.stable_uuid('burst', number, sent)
+
+
+def over_commits(rc, cloud, burst_uuids=frozenset()):
+    """Every provider whose usage exceeds its capacity, one line each.
+
+    The line names how much of the usage the burst's consumers hold
+    (``burst_uuids``), so that an over-commit the cloud had before the
+    burst is told from one it made.
+    """
+    over = []
+    for host in cloud:
+        base = '/resource_providers/%s' % host.uuid
+        inventories = rc.get(base + '/inventories',
+                             version='1.14').json()['inventories']
+        usages = rc.get(base + '/usages', version='1.14').json()['usages']
+        for rc_name, inv in inventories.items():
+            capacity = int((inv['total'] - inv['reserved']) *
+                           inv['allocation_ratio'])
+            if usages.get(rc_name, 0) > capacity:
+                held = rc.get(base + '/allocations',
+                              version='1.14').json()['allocations']
+                by_burst = sum(
+                    a['resources'].get(rc_name, 0)
+                    for consumer, a in held.items()
+                    if consumer in burst_uuids)
+                over.append('%s %s %d > %d (%d consumers; the burst\'s '
+                            'hold %d)' % (host.name, rc_name,
+                                          usages[rc_name], capacity,
+                                          len(held), by_burst))
+    return over
+
+
+def rates_by_window(ends, went, seconds, window):
+    """Requests a second in each whole window of the burst, in order.
+
+    ``ends`` are the requests' wall-clock end times; a window is
+    ``[went + k * window, went + (k + 1) * window)``; only the windows
+    that lie wholly inside the burst count (the tail after the deadline
+    holds only the requests in flight).
+    """
+    whole = int(seconds // window)
+    counts = [0] * whole
+    for end in ends:
+        k = int((end - went) // window)
+        if 0 <= k < whole:
+            counts[k] += 1
+    return [count / window for count in counts]
+
+
+def figures(args, results, went, over):
+    """The burst's figures from what each process handed in."""
+    requests = [r for result in results for r in result['requests']]
+    ends = [end for _placed, _start, end in requests]
+    elapsed = (max(ends) - went) if ends else 0.0
+    latencies = [(end - start) * 1e3 for _placed, start, end in requests]
+    claims = sum(result['claims_placed'] + result['claims_refused']
+                 for result in results)
+    refused = sum(result['claims_refused'] for result in results)
+    errors = [e for result in results for e in result['errors']]
+    window = min(args.burst_window, args.burst_seconds)
+    windows = rates_by_window(ends, went, args.burst_seconds, window)
+    return {
+        'schedulers': args.schedulers, 'processes': len(results),
+        'seconds': elapsed, 'requests': len(requests),
+        'requests_per_second': len(requests) / elapsed if elapsed else 0.0,
+        'window_s': window,
+        'requests_per_second_by_window': windows,
+        'lowest_window_rate': min(windows) if windows else None,
+        'placed': sum(1 for placed, _s, _e in requests if placed),
+        'no_valid_host': sum(1 for placed, _s, _e in requests
+                             if not placed),
+        'latency_ms': scale.summary(latencies),
+        'claims': claims, 'claims_refused': refused,
+        'conflict_rate': refused / claims if claims else 0.0,
+        'over_commits': over,
+        'errors': errors[:10], 'error_count': len(errors),
+        'answers': [result['answers'] for result in results],
+        'poll_interval_s': results[0]['poll_interval'] if results else None,
+        'poll_ms': [result['poll_ms'] for result in results],
+        'first_read_s': [result['first_read_s'] for result in results],
+        'note': 'one process per scheduler (nova-sched-ext-scheduler\'s '
+                'manager, kept candidates, its own poller thread), one '
+                'client each sending boots back to back; claims are not '
+                'committed to the compute node records',
+    }
+
+
+# ---------------------------------------------------------------------------
+# One scheduler process
+
+
+def _say(line):
+    sys.stdout.write(line + '\n')
+    sys.stdout.flush()
+
+
+def serve(spec, number):
+    """Build the scheduler, say ready, wait for go, send boots; figures."""
+    from nova import context as nova_context
+    from nova import exception
+    from nova.scheduler.client import report
+    from nova.virt import hardware
+    import oslo_messaging as messaging
+
+    from nova_sched_ext_tools import loader
+
+    scale.quiet_logs()
+    conf = scale.configure_nova(spec['urls'], sync=False)
+    if spec['max_placement_results'] is not None:
+        conf.set_override('max_placement_results',
+                          spec['max_placement_results'], group='scheduler')
+    if spec['poll_interval'] is not None:
+        conf.set_override('kept_state_poll_interval',
+                          spec['poll_interval'], group='nova_sched_ext')
+    conf.set_override('host', 'nse-scale-scheduler-%d' % number)
+    if spec['backend']:
+        conf.set_override('fit_backend', spec['backend'],
+                          group='nova_sched_ext')
+    objects = loader.load_nova()
+    scale.point_nova_at(conf, spec['endpoint'])
+    ctx = nova_context.get_admin_context()
+    manager = scale.make_manager(
+        conf, scale.PACKAGE, spec['package_weighers'],
+        spec['package_host_state'], spec['package_numa_filter'], 'kept')
+    cloud = [types.SimpleNamespace(name=name,
+                                   instances=[(u, None) for u in uuids])
+             for name, uuids in sorted(spec['instances'].items())]
+    scale.seed_instance_info(ctx, objects, manager, cloud)
+    kept = manager.candidate_limit.kept
+    started = time.perf_counter()
+    kept.poll()
+    first_read_s = time.perf_counter() - started
+    kept.poll()
+    flavors = [objects.Flavor(
+        name=f['name'], flavorid=f['name'], vcpus=f['vcpus'],
+        memory_mb=f['memory_mb'], root_gb=f['root_gb'], ephemeral_gb=0,
+        swap=0, rxtx_factor=1.0, vcpu_weight=0, disabled=False,
+        is_public=True, extra_specs=f['extra_specs'])
+        for f in spec['flavors']]
+    rc = report.report_client_singleton()
+    claims = collections.Counter()
+    claim = rc.claim_resources
+
+    def counted_claim(*a, **kw):
+        result = claim(*a, **kw)
+        claims['refused' if not result else 'placed'] += 1
+        return result
+
+    rc.claim_resources = counted_claim
+    polls = []
+    poll = kept.poll
+
+    def timed_poll():
+        began = time.perf_counter()
+        try:
+            return poll()
+        finally:
+            polls.append((time.perf_counter() - began) * 1e3)
+
+    kept.poll = timed_poll
+    _say('ready')
+    if sys.stdin.readline().strip() != 'go':
+        raise scale.BenchError('the bench did not say go')
+    kept.start()
+    rng = random.Random(spec['seed'] * 100 + number)
+    deadline = time.time() + spec['burst_seconds']
+    requests = []
+    errors = []
+    try:
+        while time.time() < deadline:
+            flavor = rng.choice(flavors)
+            instance_uuid = burst_uuid(number, len(requests))
+            request = scale.request_spec(ctx, objects, hardware, flavor,
+                                         instance_uuid)
+            began = time.time()
+            try:
+                manager.select_destinations(
+                    ctx, spec_obj=request, instance_uuids=[instance_uuid],
+                    return_objects=True, return_alternates=True)
+                placed = True
+            except (exception.NoValidHost, messaging.ExpectedException):
+                placed = False
+            except Exception as exc:   # a fault of the bench or the code
+                placed = False
+                errors.append('%s: %s' % (type(exc).__name__, exc))
+            requests.append((placed, began, time.time()))
+    finally:
+        kept.stop()
+    return {
+        'number': number, 'requests': requests,
+        'claims_placed': claims['placed'],
+        'claims_refused': claims['refused'], 'errors': errors,
+        'answers': dict(kept.counts), 'first_read_s': first_read_s,
+        'poll_interval': conf.nova_sched_ext.kept_state_poll_interval,
+        'poll_ms': scale.summary(polls),
+    }
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    spec_path, number = argv[0], int(argv[1])
+    with open(spec_path) as spec_file:
+        spec = json.load(spec_file)
+    scale.progress_prefix('[scheduler %d] ' % number)
+    import logging
+    import warnings
+    logging.getLogger().setLevel(logging.WARNING)
+    warnings.simplefilter('ignore')
+    try:
+        result = serve(spec, number)
+    except scale.BenchError as exc:
+        sys.stderr.write('scheduler process %d: %s\n' % (number, exc))
+        return 1
+    _say('result ' + json.dumps(result))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
