@@ -21,7 +21,9 @@
 #                    on a misconfiguration; with nse-capacity-api or
 #                    nse-capacity-exporter enabled, write the capacity
 #                    services' file and register the capacity API in
-#                    keystone
+#                    keystone; where placement-api runs, placement.conf's
+#                    [placement] allocation_conflict_retry_count
+#                    (NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES)
 # stack extra        run n-sch as nova-sched-ext-scheduler when a feature
 #                    that needs it is enabled, and with
 #                    NOVA_SCHED_EXT_SCHEDULERS > 1 more of them (n-sch-2,
@@ -63,7 +65,7 @@ EVICTOR_SECTION SERVICE_AUTH_KEYS CONTROL_VARIABLES
 DEFRAG DEFRAG_SECTION
 CAPACITY_CONF CAPACITY_UWSGI_CONF CAPACITY_WSGI CAPACITY_SERVICE_TYPE
 CAPACITY_URL_PATH CAPACITY_ALLOWED_ROLES CAPACITY_REFRESH_INTERVAL
-CAPACITY_EXPORTER_PORT CAPACITY_EXPORT_PER_HOST"
+CAPACITY_EXPORTER_PORT CAPACITY_EXPORT_PER_HOST PLACEMENT_CONFLICT_RETRIES"
 # The capacity API's WSGI application and keystone service type.
 NOVA_SCHED_EXT_CAPACITY_WSGI=nova_sched_ext.capacity.wsgi:application
 NOVA_SCHED_EXT_CAPACITY_SERVICE_TYPE=numa-capacity
@@ -241,6 +243,23 @@ function configure_nova_sched_ext {
     if [[ "$NOVA_SCHED_EXT_FAKE_VIRT" == "True" ]]; then
         configure_nova_sched_ext_fake_virt
     fi
+}
+
+# Placement retries a provider generation conflict inside the transaction
+# of the claim, and a claim retried so can exceed the provider's capacity;
+# with one attempt per request the conflict goes back to Nova's report
+# client, which sends the claim again in a new transaction.
+function configure_nova_sched_ext_placement {
+    local retries=$NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES
+    if [[ -z "$retries" ]] || ! is_service_enabled placement-api; then
+        return 0
+    fi
+    if [[ ! "$retries" =~ ^[1-9][0-9]*$ ]]; then
+        die $LINENO "nova-sched-ext: NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES" \
+            "must be a whole number of at least 1 (or empty), not '$retries'"
+    fi
+    iniset "$PLACEMENT_CONF" placement allocation_conflict_retry_count \
+        "$retries"
 }
 
 # Copy Nova's own service user (lib/nova writes it to [service_user]; it
@@ -528,6 +547,10 @@ function configure_tempest_for_nova_sched_ext {
 # Undo configure_nova_sched_ext and configure_tempest_for_nova_sched_ext.
 function unconfigure_nova_sched_ext {
     local conf=$NOVA_CONF value option section
+    if [[ -n "$NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES" && \
+            -f "${PLACEMENT_CONF:-}" ]]; then
+        inidelete "$PLACEMENT_CONF" placement allocation_conflict_retry_count
+    fi
     if [[ -f "$conf" ]]; then
         value=$(iniget_multiline "$conf" filter_scheduler available_filters)
         if [[ " $value " == *" $NOVA_SCHED_EXT_AVAILABLE_FILTERS "* ]]; then
@@ -592,6 +615,7 @@ if [[ "$1" == "stack" ]]; then
             echo_summary "Configuring nova-sched-ext"
             _nova_sched_ext_check_schedulers
             configure_nova_sched_ext
+            configure_nova_sched_ext_placement
             check_nova_sched_ext_config
             if is_service_enabled nse-capacity-api nse-capacity-exporter; then
                 echo_summary "Configuring the nova-sched-ext capacity services"

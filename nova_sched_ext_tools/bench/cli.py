@@ -608,6 +608,14 @@ def build_parser():
         parents=[common])
     from nova_sched_ext_tools.bench import placement_read as read_bench
     read_bench.add_arguments(placement_read)
+    placement_claims = sub.add_parser(
+        'placement-claims', help='claims that race on one provider: '
+                                 'does placement refuse the ones that no '
+                                 'longer fit, for each '
+                                 'allocation_conflict_retry_count',
+        parents=[common])
+    from nova_sched_ext_tools.bench import placement_claims as claims_bench
+    claims_bench.add_arguments(placement_claims)
     return parser
 
 
@@ -634,6 +642,9 @@ def main(argv=None):
     if args.command == 'placement-read':
         from nova_sched_ext_tools.bench import placement_read as read_bench
         return read_bench.run(args)
+    if args.command == 'placement-claims':
+        from nova_sched_ext_tools.bench import placement_claims
+        return placement_claims.run(args)
     if args.command == 'victims':
         from nova_sched_ext_tools.bench import victims as victims_bench
         return victims_bench.run(args)

@@ -462,6 +462,77 @@ class SchedulersPluginTest(RecordedPluginTest):
                       self._refused(NOVA_SCHED_EXT_SCHEDULERS='2'))
 
 
+class PlacementConflictRetriesPluginTest(RecordedPluginTest):
+    """placement.conf: one attempt per claim request, where placement runs.
+
+    Placement's own retries of a generation conflict inside the claim's
+    transaction let a claim exceed the provider's capacity
+    (tests/functional/test_placement_claims.py); with one, the conflict
+    goes back to Nova's report client.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.placement_conf = os.path.join(self.dir, 'placement.conf')
+        with open(self.placement_conf, 'w') as f:
+            f.write('[placement_database]\nconnection = mysql://p\n')
+
+    def _run(self, commands, services='placement-api', **env):
+        return subprocess.run(
+            ['bash', '-c', self._script(
+                'PLACEMENT_CONF=%s\nsource %s/devstack/plugin.sh\n%s'
+                % (self.placement_conf, REPO, commands), services)],
+            env=dict(os.environ, CALLS=self.calls, **env),
+            capture_output=True, text=True, timeout=60)
+
+    def _configured(self, services='placement-api', **env):
+        result = self._run('configure_nova_sched_ext_placement', services,
+                           **env)
+        self.assertEqual(0, result.returncode, result.stderr)
+        return self._read(self.placement_conf)
+
+    def test_one_attempt_by_default(self):
+        conf = self._configured()
+        self.assertIn('[placement]\nallocation_conflict_retry_count = 1\n',
+                      conf)
+        self.assertIn('connection = mysql://p\n', conf)
+
+    def test_the_variable_sets_the_count(self):
+        self.assertIn('allocation_conflict_retry_count = 3\n',
+                      self._configured(
+                          NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES='3'))
+
+    def test_empty_or_no_placement_here_leaves_the_file(self):
+        before = self._read(self.placement_conf)
+        self.assertEqual(before, self._configured(
+            NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES=''))
+        self.assertEqual(before, self._configured(services='n-sch'))
+
+    def test_a_count_that_is_not_a_number_is_refused(self):
+        for value in ('one', '0', '-1', '1.5'):
+            result = self._run(
+                'configure_nova_sched_ext_placement',
+                NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES=value)
+            self.assertEqual(1, result.returncode)
+            self.assertIn('NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES must '
+                          'be a whole number of at least 1 (or empty), not '
+                          '\'%s\'' % value, result.stderr)
+            self.assertNotIn('allocation_conflict_retry_count',
+                             self._read(self.placement_conf))
+
+    def test_post_config_writes_it_and_unstack_takes_it_out(self):
+        result = self._run('source %s/devstack/plugin.sh stack post-config'
+                           % REPO, services='placement-api,n-sch')
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('allocation_conflict_retry_count = 1\n',
+                      self._read(self.placement_conf))
+        result = self._run('source %s/devstack/plugin.sh unstack' % REPO)
+        self.assertEqual(0, result.returncode, result.stderr)
+        conf = self._read(self.placement_conf)
+        self.assertNotIn('allocation_conflict_retry_count', conf)
+        self.assertIn('connection = mysql://p\n', conf)
+
+
 class CapacityServicesPluginTest(RecordedPluginTest):
     """nse-capacity-api and nse-capacity-exporter: files, keystone, runs."""
 

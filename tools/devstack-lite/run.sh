@@ -435,10 +435,7 @@ start_keystone "${DB_PREFIX}_keystone"
 
 # -- placement and the image/network stand-ins --------------------------------
 
-step "placement and the image/network stand-ins"
-wait "$PLACEMENT_SYNC_PID" || die $LINENO "placement-manage db sync failed"
-run_process placement-api "$(gunicorn_command placement.wsgi.api \
-    "$PLACEMENT_PORT")" "" "" "OS_PLACEMENT_CONFIG_DIR=$ETC/placement"
+step "the image/network stand-ins"
 ENABLED_SERVICES+=",stub"
 # Nova asks for the ports of up to 150 servers in one URL when it lists
 # them: no limit on the request line.
@@ -464,6 +461,19 @@ run_process compute-proxy "$VENV/bin/python $LITE_DIR/fault_proxy.py \
 --rules $FAULTS_DIR/compute-rules.json"
 source "$REPO/devstack/plugin.sh" stack post-config
 PLUGIN_CONFIGURED=true
+
+# -- placement ------------------------------------------------------------------
+
+# As stack.sh does, after the plugins' post-config: the plugin writes
+# placement.conf's allocation_conflict_retry_count.
+step "placement"
+wait "$PLACEMENT_SYNC_PID" || die $LINENO "placement-manage db sync failed"
+[[ "$(iniget "$PLACEMENT_CONF" placement allocation_conflict_retry_count)" \
+        == "$NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES" ]] || \
+    die $LINENO "the plugin's post-config did not write placement.conf's" \
+        "allocation_conflict_retry_count"
+run_process placement-api "$(gunicorn_command placement.wsgi.api \
+    "$PLACEMENT_PORT")" "" "" "OS_PLACEMENT_CONFIG_DIR=$ETC/placement"
 wait_http placement-api "$PLACEMENT_URL/"
 wait_http stub "$STUB_URL/image/"
 
