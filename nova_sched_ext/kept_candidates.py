@@ -137,16 +137,16 @@ class KeptCandidates(object):
             state = self._get_state()
             started = self._clock()
             changes = state.refresh()
-            if self.resync_interval and self._polled_at is not None:
-                self._resync_slice(state, started - self._polled_at)
+            if self.resync_interval:
+                self._resync_slice(state)
             self._polled_at = started
         for function in self._also:
             function()
         return changes
 
-    def _resync_slice(self, state, elapsed):
-        """Read the usages of the providers due (see ``resync_due``)."""
-        freed = state.resync_due(elapsed, self.resync_interval)
+    def _resync_slice(self, state):
+        """Read the usages of the providers due (see ``resync``)."""
+        freed = state.resync(self._clock(), self.resync_interval)
         if freed:
             LOG.info('Kept provider state: the resync found the usages of '
                      '%d provider(s) changed without a word from their '

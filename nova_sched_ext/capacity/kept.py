@@ -181,9 +181,9 @@ class KeptCount(object):
             self._follow_up = moved
             changes = self._providers.refresh()
             freed = frozenset()
-            if self.resync_interval and self._polled_at is not None:
-                freed = self._providers.resync_due(started - self._polled_at,
-                                                   self.resync_interval)
+            if self.resync_interval:
+                freed = self._providers.resync(self._clock(),
+                                               self.resync_interval)
                 if freed:
                     LOG.info('Kept capacity state: the resync found the '
                              'usages of %d provider(s) changed while their '

@@ -96,6 +96,7 @@ class ProviderState(object):
         #: where the usages resync goes on, and the part of a provider due
         self._resync_cursor = 0
         self._resync_credit = 0.0
+        self._resync_at = None
 
     def refresh(self):
         """One poll; returns the :class:`Changes` it applied."""
@@ -207,6 +208,23 @@ class ProviderState(object):
                     self._providers[uuid] = provider._replace(usages=now)
                     changed.add(uuid)
         return frozenset(changed)
+
+    def resync(self, now, interval):
+        """After a poll's refresh: read the usages due by ``now``.
+
+        ``now`` is a reading of the poller's clock, taken after the
+        refresh.  The first call only starts the clock: the first refresh
+        read every provider's usages, however long it took (at 10,000
+        providers on a busy placement, longer than the interval; counting
+        from its start would read every usage again at once, and leave the
+        state too old to be used meanwhile).  Later calls read the share
+        of the providers that the time since the previous call is of
+        ``interval`` (:meth:`resync_due`).
+        """
+        since, self._resync_at = self._resync_at, now
+        if since is None:
+            return frozenset()
+        return self.resync_due(now - since, interval)
 
     def resync_due(self, elapsed, interval):
         """Read the usages of the providers due, round-robin.

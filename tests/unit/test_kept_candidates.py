@@ -213,6 +213,28 @@ class KeptCandidatesTest(base.TestCase):
         self.assertEqual([1, 2, 3, 4], [len(h) for h in seen])
         self.assertEqual(sorted(rp.uuid for rp in providers), seen[-1])
 
+    def test_a_first_read_longer_than_the_interval_is_not_read_again(self):
+        self.placement.create([node(vcpus=4) for _ in range(4)])
+        get = self.client.get
+
+        def slow_get(*args, **kwargs):
+            # a busy placement: the first read takes 10 intervals
+            self.clock.now += self.kept.resync_interval / 2
+            return get(*args, **kwargs)
+
+        self.client.get = slow_get
+        self.kept.poll()
+        self.assertGreater(self.client.calls, 16)
+        self.client.get = get
+        # every usage was read by that first read: the next poll reads
+        # the listing and the share of them that one poll interval is of
+        # the resync interval (none of four), not all four again
+        self.clock.now += self.kept.poll_interval
+        before = self.client.calls
+        self.kept.poll()
+        self.assertEqual(1, self.client.calls - before)
+        self.assertEqual(4, len(self.kept.answer(ONE_VCPU)[0]))
+
     def test_a_compute_telling_of_a_host_marks_its_providers(self):
         first, second = self.placement.create([node(vcpus=4), node(vcpus=4)])
         consumers = [self.claim(host.uuid, 4)[0] for host in (first, second)]
