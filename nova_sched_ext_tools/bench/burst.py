@@ -25,9 +25,10 @@ on one cloud would run:
   poller thread polls every ``[nova_sched_ext] kept_state_poll_interval``
   (``--burst-poll-interval``) seconds, as in the service;
 * when all N are ready, the parent says go; each process's client (a
-  conductor) sends boots of the replay's flavors back to back for
-  ``--burst-seconds``: a request goes out when the previous answer came
-  back, so N requests are in flight at any time;
+  conductor) sends boots back to back for ``--burst-seconds``, the
+  trace's requests that follow the replay's, in the trace's order and
+  shares (process n of N sends every N-th): a request goes out when the
+  previous answer came back, so N requests are in flight at any time;
 * the claims stay in placement; nothing is committed to the compute node
   records (the NUMA-level usage the filters see does not grow: what is
   measured is the schedulers' and placement's side).
@@ -49,7 +50,6 @@ import collections
 import contextlib
 import json
 import os
-import random
 import selectors
 import subprocess
 import sys
@@ -67,21 +67,29 @@ READY_TIMEOUT = 3600
 DONE_TIMEOUT = 900
 
 
-def burst_spec(args, urls, endpoint, flavors, cloud, limit):
-    """What every scheduler process needs: a JSON-able dict."""
+def burst_spec(args, urls, endpoint, stream, cloud, limit):
+    """What every scheduler process needs: a JSON-able dict.
+
+    :param stream: the flavors of the boots, in the trace's order
+    """
+    flavors = sorted({f.name: f for f in stream}.values(),
+                     key=lambda f: f.name)
+    index = {f.name: number for number, f in enumerate(flavors)}
     return {
-        'urls': urls, 'endpoint': endpoint, 'seed': args.seed,
+        'urls': urls, 'endpoint': endpoint,
         'burst_seconds': args.burst_seconds,
         'poll_interval': args.burst_poll_interval,
         'package_weighers': args.package_weighers,
         'package_host_state': args.package_host_state,
         'package_numa_filter': args.package_numa_filter,
         'max_placement_results': limit,
+        'processes': args.schedulers,
         'backend': args.backend,
         'flavors': [{'name': f.name, 'vcpus': f.vcpus,
                      'memory_mb': f.memory_mb, 'root_gb': f.root_gb,
                      'extra_specs': dict(f.extra_specs)}
-                    for f in sorted(flavors, key=lambda f: f.name)],
+                    for f in flavors],
+        'stream': [index[f.name] for f in stream],
         'instances': {h.name: [u for u, _use in h.instances]
                       for h in cloud},
     }
@@ -143,13 +151,18 @@ def _read_line(stream, timeout):
     return stream.readline().rstrip('\n')
 
 
-def several_schedulers(ctx, args, urls, endpoint, flavors, cloud, rc,
+def several_schedulers(ctx, args, urls, endpoint, stream, cloud, rc,
                        limit=None):
-    """Start ``args.schedulers`` scheduler processes; the burst's figures."""
+    """Start ``args.schedulers`` scheduler processes; the burst's figures.
+
+    :param stream: the flavors of the boots, in the trace's order (after
+        the replay's); process ``n`` of ``N`` sends ``stream[n::N]``, from
+        the start again if it gets to the end
+    """
     with tempfile.TemporaryDirectory(prefix='nse-burst-') as tmp:
         spec_path = os.path.join(tmp, 'spec.json')
         with open(spec_path, 'w') as spec_file:
-            json.dump(burst_spec(args, urls, endpoint, flavors, cloud,
+            json.dump(burst_spec(args, urls, endpoint, stream, cloud,
                                  limit), spec_file)
         before = over_commits(rc, cloud)
         if before:
@@ -346,13 +359,13 @@ def serve(spec, number):
     if sys.stdin.readline().strip() != 'go':
         raise scale.BenchError('the bench did not say go')
     kept.start()
-    rng = random.Random(spec['seed'] * 100 + number)
+    mine = spec['stream'][number::spec['processes']] or spec['stream']
     deadline = time.time() + spec['burst_seconds']
     requests = []
     errors = []
     try:
         while time.time() < deadline:
-            flavor = rng.choice(flavors)
+            flavor = flavors[mine[len(requests) % len(mine)]]
             instance_uuid = burst_uuid(number, len(requests))
             request = scale.request_spec(ctx, objects, hardware, flavor,
                                          instance_uuid)

@@ -189,6 +189,9 @@ TRAITS = ('OWNER_NOVA', 'COMPUTE_NODE', 'COMPUTE_IMAGE_TYPE_QCOW2',
           'HW_CPU_X86_AVX2', 'HW_CPU_X86_SSE42')
 _NAMESPACE = uuid_lib.UUID('6f1f3c0e-5b1a-4b8e-9d59-2f7f1c3a0b11')
 BATCH = 2000
+#: requests of the trace the --schedulers burst takes after the replay's
+#: (its processes start from the first again if they send more)
+BURST_STREAM = 6000
 
 
 _STARTED = time.perf_counter()
@@ -430,6 +433,11 @@ class Placement(object):
         conf.set_override('auth_strategy', 'noauth2', group='api')
         conf.set_override('sync_on_startup', True,
                           group='placement_database')
+        # One connection per request thread that is served at once: with
+        # oslo.db's default pool of 5, the requests of several schedulers
+        # opened and closed a connection each (a fifth of placement's
+        # time in a burst).
+        conf.set_override('max_pool_size', 32, group='placement_database')
         if conflict_retries is not None:
             conf.set_override('allocation_conflict_retry_count',
                               conflict_retries, group='placement')
@@ -1366,9 +1374,12 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
         from nova_sched_ext_tools.bench import burst as burst_mod
         progress('%d scheduler processes at once for %d s: starting them'
                  % (args.schedulers, args.burst_seconds))
+        _flavors, following, _source = request_stream(
+            objects, args.requests + BURST_STREAM)
         burst = burst_mod.several_schedulers(
-            ctx, args, databases.urls, placement.endpoint, flavors, cloud,
-            rc, limit)
+            ctx, args, databases.urls, placement.endpoint,
+            [r.flavor for r in following[args.requests:]], cloud, rc,
+            limit)
 
     both = [r for r in rows if r['nova_host'] and r['package_host']]
     sides = {side: _side_figures(outcomes[side]) for side in SIDES}
