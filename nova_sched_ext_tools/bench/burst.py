@@ -79,6 +79,7 @@ def burst_spec(args, urls, endpoint, stream, cloud, limit):
         'urls': urls, 'endpoint': endpoint,
         'burst_seconds': args.burst_seconds,
         'poll_interval': args.burst_poll_interval,
+        'host_subset_size': args.burst_host_subset_size,
         'package_weighers': args.package_weighers,
         'package_host_state': args.package_host_state,
         'package_numa_filter': args.package_numa_filter,
@@ -273,6 +274,7 @@ def figures(args, results, went, over):
         'errors': errors[:10], 'error_count': len(errors),
         'answers': [result['answers'] for result in results],
         'poll_interval_s': results[0]['poll_interval'] if results else None,
+        'host_subset_size': args.burst_host_subset_size,
         'poll_ms': [result['poll_ms'] for result in results],
         'first_read_s': [result['first_read_s'] for result in results],
         'note': 'one process per scheduler (nova-sched-ext-scheduler\'s '
@@ -310,6 +312,8 @@ def serve(spec, number):
         conf.set_override('kept_state_poll_interval',
                           spec['poll_interval'], group='nova_sched_ext')
     conf.set_override('host', 'nse-scale-scheduler-%d' % number)
+    conf.set_override('host_subset_size', spec['host_subset_size'],
+                      group='filter_scheduler')
     if spec['backend']:
         conf.set_override('fit_backend', spec['backend'],
                           group='nova_sched_ext')

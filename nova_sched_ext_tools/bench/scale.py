@@ -1533,6 +1533,12 @@ def add_arguments(parser):
                              'per window of this many seconds (default 60; '
                              'at most --burst-seconds): the lowest shows '
                              'whether the rate was sustained')
+    parser.add_argument('--burst-host-subset-size', type=int, default=1,
+                        help='[filter_scheduler] host_subset_size of the '
+                             '--schedulers processes (default 1, Nova\'s: '
+                             'each takes the best host; above 1 each picks '
+                             'at random among that many best, which Nova '
+                             'advises when several schedulers run)')
     parser.add_argument('--burst-poll-interval', type=float, default=None,
                         help='[nova_sched_ext] kept_state_poll_interval of '
                              'the --schedulers processes (default: the '
@@ -1591,6 +1597,8 @@ def run(args):
             raise BenchError('--schedulers must be 0 or more, '
                              '--burst-seconds and --burst-window at '
                              'least 1')
+        if args.burst_host_subset_size < 1:
+            raise BenchError('--burst-host-subset-size must be at least 1')
         if args.placement_conflict_retries < 1:
             raise BenchError('--placement-conflict-retries must be at '
                              'least 1')
@@ -1651,6 +1659,7 @@ def _in_a_child(args, size, limit=None):
             '--schedulers', str(args.schedulers),
             '--burst-seconds', str(args.burst_seconds),
             '--burst-window', str(args.burst_window),
+            '--burst-host-subset-size', str(args.burst_host_subset_size),
             '--placement-conflict-retries',
             str(args.placement_conflict_retries),
             '--capacity-flavors', str(args.capacity_flavors),
