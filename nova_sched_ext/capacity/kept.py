@@ -246,8 +246,9 @@ class KeptCount(object):
                     LOG.info('Kept capacity state: the resync found the '
                              'usages of %d provider(s) changed while their '
                              'compute nodes\' records did not.', len(freed))
-            self._trees = self._make_trees()
             snapshot = self._computes.snapshot()
+            self._trees = self._make_trees(
+                frozenset(h.uuid for h in snapshot.hosts))
             flavors = cloud_flavors.all_flavors(self._context)
             self._view = _View(snapshot, self._trees, flavors, generated_at,
                                previous=self._view)
@@ -258,8 +259,11 @@ class KeptCount(object):
             return nodes, (changes.added | changes.changed |
                            changes.removed | freed)
 
-    def _make_trees(self):
-        """{root uuid: Tree}, the old Tree kept where its providers are."""
+    def _make_trees(self, nodes):
+        """{root uuid: Tree}, the old Tree kept where its providers are.
+
+        :param nodes: the compute nodes' UUIDs
+        """
         providers = self._providers.providers()
         old = self._trees
         if self._providers.outside() is None:
@@ -271,7 +275,12 @@ class KeptCount(object):
                     tree = placement.Tree(providers=(provider,))
                 trees[provider.uuid] = tree
             return trees
-        roots = [p.uuid for p in providers if not p.parent_uuid]
+        # A sharing provider is a pool of the compute nodes' trees it
+        # shares an aggregate with, as PlacementReader.trees reads them for
+        # a full count; made a root of its own, it would be in no tree's
+        # pools.
+        roots = [p.uuid for p in providers if not p.parent_uuid and (
+            p.uuid in nodes or placement.SHARING_TRAIT not in p.traits)]
         trees = placement.trees_of(providers, roots)
         for root, tree in trees.items():
             before = old.get(root)

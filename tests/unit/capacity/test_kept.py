@@ -424,3 +424,47 @@ class KeptCountTest(base.TestCase):
         self.claim(self.rps[0], {'PCPU': 2})
         self.poll()
         self.assertSame('a claim')
+
+    def test_sharing_providers_sum_every_host(self):
+        # h0 and h1 draw their disk from a pool: its room is theirs
+        # together, not added up, so every answer sums every host
+        pool = self.placement.create([{
+            'inventories': {'DISK_GB': p.Inventory(total=60, max_unit=60)},
+            'usages': {}, 'traits': (p.SHARING_TRAIT,),
+            'aggregates': (pf.AGGREGATES[0],)}])[0]
+        for rp in self.rps[:2]:
+            self.set_aggregates(rp, [pf.AGGREGATES[0]])
+            self.drop_inventory(rp, 'DISK_GB')
+        self.poll()
+        self.assertTrue(self.kept._view.sharing)
+        self.assertSame('a pool')
+        every = sorted(h.name for h in self.hosts)
+        self.assertEqual(every, self.judged())
+        self.claim(pool.uuid, {'DISK_GB': 30})
+        self.poll()
+        self.assertSame('a claim on the pool')
+        # h0 and h1 each see the whole pool: the cloud takes less than
+        # the hosts' figures added up
+        hosts = self.kept_report(by='host')['scopes']
+        cloud = self.kept_report()['scopes'][0]
+        self.assertLess(cloud['capacity']['pin2'],
+                        sum(s['capacity']['pin2'] for s in hosts))
+
+    def set_aggregates(self, rp, aggregates):
+        body = self.placement.call(
+            'get', '/resource_providers/%s/aggregates' % rp, version='1.19')
+        self.placement.call(
+            'put', '/resource_providers/%s/aggregates' % rp,
+            {'aggregates': aggregates, 'resource_provider_generation':
+                body['resource_provider_generation']}, version='1.19')
+
+    def drop_inventory(self, rp, rc):
+        body = self.placement.call('get',
+                                   '/resource_providers/%s/inventories' % rp)
+        inventories = {name: inv for name, inv in body['inventories'].items()
+                       if name != rc}
+        self.placement.call(
+            'put', '/resource_providers/%s/inventories' % rp,
+            {'resource_provider_generation':
+                body['resource_provider_generation'],
+             'inventories': inventories})
