@@ -381,14 +381,20 @@ class KeptCountTest(base.TestCase):
             'nova_sched_ext.capacity.kept.CHANGES_KEPT', 2))
         self.poll()
         self.kept_report()
+        self.kept_report(by='az')
         self.claim(self.rps[3], {'PCPU': 2})
         self.poll()
         self.poll()
         self.assertEqual(['h3'], self.judged())
+        # three polls since that answer, the changes of two kept: the
+        # claim is no longer among them
+        self.claim(self.rps[0], {'PCPU': 2})
         self.poll()
         self.poll()
         self.poll()
-        self.assertEqual(sorted(h.name for h in self.hosts), self.judged())
+        self.assertEqual(self.full(), self.kept_report())
+        self.assertEqual(sorted(h.name for h in self.hosts), self.judged(
+            by='az'))
 
     def test_hosts_leaving_and_joining_the_selection(self):
         self.poll()
