@@ -36,10 +36,22 @@ placement calls per compute host, minutes at 10,000 hosts).
   polls, for room freed with no record moving;
 * the count of each host, per set of flavors asked: kept while the host
   (its node, service state and aggregates) and its provider tree are the
-  objects the last count used, counted again otherwise.  A report is the
-  function :func:`~.service.assemble` of the state polled, the same as a
-  full count of that state: ``tests/unit/capacity/test_kept.py`` and the
-  functional ``test_kept_capacity`` compare them after random changes.
+  objects the last count used, counted again otherwise;
+* the sums of each query's last answer (its flavors, ``by``, zone and
+  aggregate: the scopes' :class:`~.service.Tally`): each poll notes the
+  hosts whose ``Host`` or tree object changed, came or went
+  (:attr:`_View.changes`), and the next answer takes out the old figures
+  of those hosts and puts in their new ones (:meth:`~.service.Tallied.
+  changed`), so that it costs what changed, not the cloud.  Every host is
+  summed when the query is new or its last answer is more than
+  ``CHANGES_KEPT`` polls old, with ``per_host`` or ``by=host`` (a scope
+  per host), and while sharing providers are in placement (their room is
+  shared by their hosts, it does not add up).
+
+A report is the function :func:`~.service.assemble` of the state polled,
+the same as a full count of that state: ``tests/unit/capacity/
+test_kept.py`` and the functional ``test_kept_capacity`` compare them
+after random changes, for every grouping and selection.
 
 The flavors are read at each poll too (every flavor with its extra
 specs, one query), so a new flavor or extra spec counts from the next
@@ -53,6 +65,7 @@ import collections
 import datetime
 import threading
 import time
+import typing
 
 from nova import context as nova_context
 from oslo_log import log as logging
@@ -76,20 +89,63 @@ FLAVOR_SETS = 16
 #: how many flavors' requests are kept before they are made again
 MAX_REQUESTS = 1000
 
+#: how many answers (flavors, grouping, zone, aggregate) keep their sums
+ANSWERS = 16
+
+#: how many polls' changes are kept: an answer last made longer ago is
+#: summed again over every host
+CHANGES_KEPT = 64
+
 _FLAVOR_FIELDS = ('id', 'flavorid', 'name', 'vcpus', 'memory_mb', 'root_gb',
                   'ephemeral_gb', 'swap', 'is_public', 'disabled')
 
 
 class _View(object):
-    """What one poll published: read together, never changed."""
+    """What one poll published: read together, never changed.
 
-    __slots__ = ('snapshot', 'trees', 'flavors', 'generated_at')
+    :param previous: the view of the poll before, or None
+    """
 
-    def __init__(self, snapshot, trees, flavors, generated_at):
+    __slots__ = ('snapshot', 'trees', 'flavors', 'generated_at', 'number',
+                 'hosts', 'changes', 'zones', 'sharing')
+
+    def __init__(self, snapshot, trees, flavors, generated_at,
+                 previous=None):
         self.snapshot = snapshot
         self.trees = trees
         self.flavors = flavors
         self.generated_at = generated_at
+        #: {host key: Host}
+        self.hosts = {service.host_key(h): h for h in snapshot.hosts}
+        #: the polls' number, from 1
+        self.number = previous.number + 1 if previous else 1
+        #: frozensets of the host keys whose Host or provider tree changed
+        #: (or that came or went) at each of the last polls, this one last
+        self.changes = ()
+        if previous is not None:
+            self.changes = (previous.changes + (
+                self._changed_since(previous),))[-CHANGES_KEPT:]
+        self.zones = frozenset(service.known_zones(snapshot))
+        #: whether a tree has sharing providers: their room is shared by
+        #: their hosts, not added up, so every answer sums every host
+        self.sharing = any(tree.sharing for tree in trees.values())
+
+    def _changed_since(self, previous):
+        # what the kept results of a host are valid for: the same Host and
+        # Tree objects (see KeptCount.report)
+        trees, before = self.trees, previous.trees
+        changed = {key for key, host in self.hosts.items()
+                   if previous.hosts.get(key) is not host or
+                   before.get(host.uuid) is not trees.get(host.uuid)}
+        return frozenset(changed.union(previous.hosts.keys() -
+                                       self.hosts.keys()))
+
+
+class _Answer(typing.NamedTuple):
+    """The sums of an answer, as of a view."""
+
+    number: int
+    tallied: service.Tallied
 
 
 def flavor_key(flavor):
@@ -145,6 +201,8 @@ class KeptCount(object):
         self._counted_lock = threading.Lock()
         #: {flavor key: FlavorRequest}
         self._requests = {}
+        #: {(flavor keys, by, az, aggregate): _Answer}
+        self._answers = collections.OrderedDict()
         self._poller = poller.Poller(
             lambda: self.poll(), lambda: self.poll_interval,
             'Kept capacity state', 'placement and the cells',
@@ -188,10 +246,12 @@ class KeptCount(object):
                     LOG.info('Kept capacity state: the resync found the '
                              'usages of %d provider(s) changed while their '
                              'compute nodes\' records did not.', len(freed))
-            self._trees = self._make_trees()
             snapshot = self._computes.snapshot()
+            self._trees = self._make_trees(
+                frozenset(h.uuid for h in snapshot.hosts))
             flavors = cloud_flavors.all_flavors(self._context)
-            self._view = _View(snapshot, self._trees, flavors, generated_at)
+            self._view = _View(snapshot, self._trees, flavors, generated_at,
+                               previous=self._view)
             self._known_nodes = frozenset(h.uuid for h in snapshot.hosts)
             self._polled_at = started
             if nodes:
@@ -199,8 +259,11 @@ class KeptCount(object):
             return nodes, (changes.added | changes.changed |
                            changes.removed | freed)
 
-    def _make_trees(self):
-        """{root uuid: Tree}, the old Tree kept where its providers are."""
+    def _make_trees(self, nodes):
+        """{root uuid: Tree}, the old Tree kept where its providers are.
+
+        :param nodes: the compute nodes' UUIDs
+        """
         providers = self._providers.providers()
         old = self._trees
         if self._providers.outside() is None:
@@ -212,7 +275,12 @@ class KeptCount(object):
                     tree = placement.Tree(providers=(provider,))
                 trees[provider.uuid] = tree
             return trees
-        roots = [p.uuid for p in providers if not p.parent_uuid]
+        # A sharing provider is a pool of the compute nodes' trees it
+        # shares an aggregate with, as PlacementReader.trees reads them for
+        # a full count; made a root of its own, it would be in no tree's
+        # pools.
+        roots = [p.uuid for p in providers if not p.parent_uuid and (
+            p.uuid in nodes or placement.SHARING_TRAIT not in p.traits)]
         trees = placement.trees_of(providers, roots)
         for root, tree in trees.items():
             before = old.get(root)
@@ -289,10 +357,10 @@ class KeptCount(object):
         flavor_objects = cloud_flavors.pick(view.flavors, flavors)
         keys = tuple(flavor_key(f) for f in flavor_objects)
         requests = self._requests_for(keys, flavor_objects)
-        cloud = view.snapshot.cloud()
-        selected, agg = service.select(cloud, az=az, aggregate=aggregate)
-        trees = {h.uuid: view.trees[h.uuid] for h in selected
-                 if not h.skipped and h.uuid in view.trees}
+        # its aggregates and cells, as a Cloud's (no copy of its hosts)
+        cloud = view.snapshot
+        agg = service.choose(cloud, az=az, aggregate=aggregate,
+                             zones=view.zones)
         counted = self._counted_for(keys)
         recounted = []
 
@@ -305,14 +373,68 @@ class KeptCount(object):
             recounted.append(host.uuid)
             return result
 
+        def tally_all():
+            selected = [h for h in view.snapshot.hosts
+                        if service.selects(h, az, agg)]
+            trees = {h.uuid: view.trees[h.uuid] for h in selected
+                     if not h.skipped and h.uuid in view.trees}
+            return service.tally(selected, trees, requests, by, agg,
+                                 count_host=count_host), trees
+
+        if per_host or by == 'host' or view.sharing:
+            # the hosts' own scopes, and the pools' shares, are made of
+            # every host anyway
+            tallied, trees = tally_all()
+        else:
+            trees = None
+            answer = (keys, by, az,
+                      None if agg is None else (agg.id, agg.name))
+            tallied = self._tallied(answer, view, az, agg, requests,
+                                    count_host, tally_all)
         report = service.assemble(view.generated_at, flavor_objects, cloud,
-                                  selected, agg, trees, by=by, az=az,
-                                  per_host=per_host, count_host=count_host,
-                                  requests=requests)
+                                  None, agg, trees, by=by, az=az,
+                                  per_host=per_host, requests=requests,
+                                  tallied=tallied)
         self.counts['hosts_counted_again'] += len(recounted)
         LOG.debug('Capacity from kept state: %d host(s) counted again.',
                   len(recounted))
         return report
+
+    def _tallied(self, answer, view, az, agg, requests, count_host,
+                 tally_all):
+        """The :class:`~.service.Tallied` of ``answer`` as of ``view``.
+
+        The one of the last answer brought up to date: only the hosts that
+        changed since (:attr:`_View.changes`) are judged and summed again;
+        every host if it is too old or there is none.
+        """
+        with self._counted_lock:
+            last = self._answers.get(answer)
+        polls = view.number - last.number if last is not None else None
+        if polls == 0:
+            return last.tallied
+        if polls is not None and 0 < polls <= len(view.changes):
+            checks = service.HostChecks()
+            outcomes = {}
+            for key in frozenset().union(*view.changes[-polls:]):
+                host = view.hosts.get(key)
+                outcomes[key] = (
+                    service.judge(host, view.trees.get(host.uuid), requests,
+                                  checks, count_host)
+                    if host is not None and service.selects(host, az, agg)
+                    else None)
+            tallied = last.tallied.changed(outcomes)
+        else:
+            tallied = tally_all()[0]
+        with self._counted_lock:
+            last = self._answers.get(answer)
+            # another report may have kept a newer one meanwhile
+            if last is None or last.number < view.number:
+                self._answers[answer] = _Answer(view.number, tallied)
+            self._answers.move_to_end(answer)
+            while len(self._answers) > ANSWERS:
+                self._answers.popitem(last=False)
+        return tallied
 
     def _requests_for(self, keys, flavor_objects):
         """The flavors' requests, made once per flavor as it is."""

@@ -20,7 +20,8 @@ could each take 50 instances of a flavor from a pool with room for 50
 take 50 together, not 500.  Each host's own count
 (:func:`~nova_sched_ext.cloud.claims.placement_claims`) sees the
 whole pool; :func:`scope_total` then takes, for a scope, what the pools
-can give all of its hosts at once.
+can give all of its hosts at once (the sum of the hosts' counts less
+their :func:`shortfall`).
 
 For one resource class, that is a maximum flow: each host can place its
 ``pooled`` instances (those of its count that draw from a pool) on any
@@ -128,10 +129,23 @@ def scope_total(counts, host_pools, allowances):
         instances of the flavor each pool takes, by the class it gives
     :returns: the scope's total
     """
-    total = sum(counts)
+    return sum(counts) - shortfall(host_pools, allowances)
+
+
+def shortfall(host_pools, allowances):
+    """How many of the hosts' counted instances the pools cannot give.
+
+    What :func:`scope_total` takes off the sum of a scope's counts: the
+    hosts' own counts add up, this part does not (it depends only on the
+    hosts that draw from a pool).
+
+    :param host_pools: :class:`HostPools` of the scope's hosts, or None
+        for a host that draws nothing from a pool
+    :param allowances: as :func:`scope_total`'s
+    """
     pooled = [hp for hp in host_pools if hp is not None and hp.pooled > 0]
     if not pooled:
-        return total
+        return 0
     wanted = sum(hp.pooled for hp in pooled)
     given = wanted
     for rc in sorted({rc for hp in pooled for rc in hp.pools_by_class}):
@@ -140,4 +154,4 @@ def scope_total(counts, host_pools, allowances):
         others = wanted - sum(n for n, _ in drawing)
         given = min(given, others + max_flow(drawing,
                                              allowances.get(rc, {})))
-    return total - (wanted - given)
+    return wanted - given

@@ -35,7 +35,12 @@ for a flavor only if the scheduler could pick it for the flavor at all:
 
 The counts are added up per scope (host, aggregate, availability zone,
 cell, cloud), each flavor on its own: a scope that takes 10 of flavor A
-and 4 of flavor B takes 10 A *or* 4 B, not both.
+and 4 of flavor B takes 10 A *or* 4 B, not both.  The adding up is
+:class:`Tally` (sums only, the sharing providers' share taken when a
+scope is made of it), so that the kept state
+(:mod:`~nova_sched_ext.capacity.kept`) can bring the sums of its last
+answer up to date with the hosts that changed (:meth:`Tallied.changed`)
+and get what a full count's :meth:`Tallied.of` gets.
 """
 
 import collections
@@ -268,6 +273,279 @@ def count_one_host(host, tree, requests, checks):
                       pools=host_pools)
 
 
+# --- one host of a selection ------------------------------------------------
+
+class Outcome(typing.NamedTuple):
+    """One host of a selection, as the count judged it."""
+
+    host: sources.Host
+    #: why it is not counted (a ``SKIP_*`` reason), or None
+    skipped: typing.Optional[str]
+    #: its :class:`HostResult` when it is counted
+    result: typing.Optional[HostResult]
+
+
+def judge(host, tree, requests, checks, count_host=None):
+    """The :class:`Outcome` of one host of a selection.
+
+    :param tree: its provider tree, or None (not in placement)
+    :param count_host: as :func:`assemble`'s
+    """
+    if host.skipped:
+        return Outcome(host, host.skipped, None)
+    if tree is None:
+        return Outcome(host, sources.SKIP_NO_PROVIDER, None)
+    if cloud_claims.has_trait(tree, os_traits.COMPUTE_STATUS_DISABLED):
+        # compute_status_filter keeps the scheduler away from it
+        return Outcome(host, sources.SKIP_SERVICE_DISABLED, None)
+    return Outcome(host, None, (count_host or count_one_host)(
+        host, tree, requests, checks))
+
+
+def host_key(host):
+    """What names a host among the :class:`Tallied` hosts.
+
+    Its compute node's UUID; a node that never reported has none (it is
+    skipped), and its ``Host`` object names it instead: the kept state
+    makes a new one whenever anything about it changes.
+    """
+    return host.uuid if host.uuid is not None else id(host)
+
+
+# --- sums ------------------------------------------------------------------
+
+def _figures_of(names):
+    """A function: ``{flavor name: figure}`` to the figures of ``names``."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda figures: (figures[name],)
+    return operator.itemgetter(*names)
+
+
+def _sums(vectors, width):
+    return tuple(map(sum, zip(*vectors))) or (0,) * width
+
+
+class Tally(typing.NamedTuple):
+    """What some hosts of a selection add up to, flavor by flavor.
+
+    Sums only, so that a kept tally can take hosts out and put hosts in
+    (:meth:`changed`) and stay what :meth:`of` makes of its hosts.  The
+    share of the sharing providers, which does not add up, is taken when
+    a :class:`Scope` is made of it (:func:`make_scope`).
+    """
+
+    #: hosts of the selection, counted or not (a scope shows if it has one)
+    members: int
+    #: hosts counted
+    hosts: int
+    #: per flavor, in the report's order: the instances the hosts take
+    capacity: tuple
+    #: per flavor: the os-capacity figures
+    placement_only: tuple
+    #: free vCPUs and MiB of the counted hosts that take none of the flavors
+    stranded_vcpus: int
+    stranded_memory_mb: int
+    #: (host, flavor) pairs counted with Nova's own fit
+    fallbacks: int
+    #: {reason: hosts} of the members not counted
+    skipped: dict
+    #: per flavor, ``{host key: pools.HostPools}`` of the hosts that draw
+    #: from sharing providers; () when none does
+    pooled: tuple
+
+    @classmethod
+    def of(cls, names, outcomes):
+        """The tally of ``outcomes``, ``[(host key, Outcome), ...]``.
+
+        :param names: the flavors' names, in the report's order
+        """
+        figures = _figures_of(names)
+        counted = [(key, o.result) for key, o in outcomes
+                   if o.result is not None]
+        capacities = [figures(r.capacity) for _key, r in counted]
+        stranded = [r for (_key, r), capacity in zip(counted, capacities)
+                    if not any(capacity)]
+        pooled = ()
+        if any(r.pools for _key, r in counted):
+            pooled = tuple({key: r.pools[name] for key, r in counted
+                            if name in r.pools} for name in names)
+        skipped = collections.Counter(o.skipped for _key, o in outcomes
+                                      if o.skipped)
+        return cls(
+            members=len(outcomes), hosts=len(counted),
+            capacity=_sums(capacities, len(names)),
+            placement_only=_sums([figures(r.placement_only)
+                                  for _key, r in counted], len(names)),
+            stranded_vcpus=sum(r.free_vcpus for r in stranded),
+            stranded_memory_mb=sum(r.free_memory_mb for r in stranded),
+            fallbacks=sum(r.fallbacks for _key, r in counted),
+            skipped=dict(skipped), pooled=pooled)
+
+    def changed(self, removed, added):
+        """This tally less the hosts of ``removed``, plus those of ``added``.
+
+        :param removed: the :class:`Tally` of hosts of this one, as they
+            were tallied in it
+        :param added: a :class:`Tally` of hosts not in this one (any taken
+            out by ``removed`` may come back)
+        """
+        skipped = collections.Counter(self.skipped)
+        skipped.subtract(removed.skipped)
+        skipped.update(added.skipped)
+        return Tally(
+            members=self.members - removed.members + added.members,
+            hosts=self.hosts - removed.hosts + added.hosts,
+            capacity=tuple(map(_less_plus, self.capacity, removed.capacity,
+                               added.capacity)),
+            placement_only=tuple(map(_less_plus, self.placement_only,
+                                     removed.placement_only,
+                                     added.placement_only)),
+            stranded_vcpus=_less_plus(self.stranded_vcpus,
+                                      removed.stranded_vcpus,
+                                      added.stranded_vcpus),
+            stranded_memory_mb=_less_plus(self.stranded_memory_mb,
+                                          removed.stranded_memory_mb,
+                                          added.stranded_memory_mb),
+            fallbacks=_less_plus(self.fallbacks, removed.fallbacks,
+                                 added.fallbacks),
+            skipped={reason: n for reason, n in skipped.items() if n},
+            pooled=_pooled_changed(self.pooled, removed.pooled,
+                                   added.pooled, len(self.capacity)))
+
+
+def _less_plus(value, removed, added):
+    return value - removed + added
+
+
+def _pooled_changed(pooled, removed, added, width):
+    if not (pooled or added):
+        return ()
+    empty = ({},) * width
+    changed = tuple(
+        {**{key: hp for key, hp in mine.items() if key not in gone}, **new}
+        for mine, gone, new in zip(pooled or empty, removed or empty,
+                                   added or empty))
+    return changed if any(changed) else ()
+
+
+def _grouping(by, agg):
+    """A function: a host to the keys of its scopes of ``by``.
+
+    None for ``cloud`` (the whole selection) and ``host`` (each counted
+    host on its own, in the selection's order).
+    """
+    if by == 'cell':
+        return lambda host: (host.cell_name,)
+    if by == 'az':
+        return lambda host: (host.availability_zone,)
+    if by == 'aggregate':
+        if agg is not None:
+            # every host of the selection is in it
+            only = ((agg.name, agg.id),)
+            return lambda host: only
+        return lambda host: tuple((a.name, a.id) for a in host.aggregates)
+    return None
+
+
+class Tallied(object):
+    """The hosts of a selection, judged, and their sums per scope of ``by``.
+
+    What a report is made of (:func:`assemble`).  Never changed once made,
+    so that reports can be made of it while another thread brings it up
+    to date: :meth:`changed` makes another.
+
+    :param agg: the aggregate selected, or None
+    :param names: the flavors' names, in the report's order
+    :param outcomes: ``{host key: Outcome}`` of every host of the selection
+    """
+
+    def __init__(self, by, agg, names, outcomes, overall, tallies,
+                 in_order):
+        self.by = by
+        self.agg = agg
+        self.names = names
+        self.outcomes = outcomes
+        #: the :class:`Tally` of the whole selection
+        self.overall = overall
+        #: ``{scope key: Tally}`` of the scopes with a host, but for by
+        #: ``cloud`` (the overall tally) and ``host``
+        self.tallies = tallies
+        #: whether ``outcomes`` are in the selection's order (the hosts'
+        #: own scopes follow it)
+        self.in_order = in_order
+
+    @classmethod
+    def of(cls, by, agg, names, outcomes):
+        """Sum ``outcomes`` (in the selection's order) up."""
+        tallies = {key: Tally.of(names, group) for key, group in
+                   _grouped(_grouping(by, agg), outcomes.items()).items()}
+        return cls(by, agg, names, outcomes,
+                   Tally.of(names, list(outcomes.items())), tallies, True)
+
+    def empty(self):
+        return Tally.of(self.names, [])
+
+    def changed(self, outcomes):
+        """The same sums, with the hosts of ``outcomes`` judged again.
+
+        Only their old figures are taken out and their new ones put in,
+        with :meth:`Tally.of` as :meth:`of` sums them: the cost is that of
+        the hosts changed, not of the selection.
+
+        :param outcomes: ``{host key: Outcome now, or None (not in the
+            selection now)}``
+        """
+        removed = [(key, self.outcomes[key]) for key in outcomes
+                   if key in self.outcomes]
+        added = [(key, o) for key, o in outcomes.items() if o is not None]
+        kept = dict(self.outcomes)
+        for key in outcomes:
+            kept.pop(key, None)
+        kept.update(added)
+        grouping = _grouping(self.by, self.agg)
+        before = _grouped(grouping, removed)
+        after = _grouped(grouping, added)
+        tallies = dict(self.tallies)
+        for key in set(before) | set(after):
+            tally = tallies.get(key, self.empty()).changed(
+                Tally.of(self.names, before.get(key, [])),
+                Tally.of(self.names, after.get(key, [])))
+            if tally.members:
+                tallies[key] = tally
+            else:
+                tallies.pop(key, None)
+        overall = self.overall.changed(Tally.of(self.names, removed),
+                                       Tally.of(self.names, added))
+        return Tallied(self.by, self.agg, self.names, kept, overall,
+                       tallies, False)
+
+
+def _grouped(grouping, outcomes):
+    """``{scope key: [(host key, Outcome), ...]}`` of ``grouping``."""
+    groups = collections.defaultdict(list)
+    if grouping is not None:
+        for item in outcomes:
+            for key in grouping(item[1].host):
+                groups[key].append(item)
+    return groups
+
+
+def tally(selected, trees, requests, by, agg, count_host=None):
+    """The :class:`Tallied` of every host of ``selected``.
+
+    :param trees: ``{compute node uuid: Tree}``; a host with none is
+        skipped (not in placement)
+    :param count_host: as :func:`assemble`'s
+    """
+    checks = HostChecks()
+    outcomes = {}
+    for host in selected:
+        outcomes[host_key(host)] = judge(host, trees.get(host.uuid),
+                                         requests, checks, count_host)
+    return Tallied.of(by, agg, tuple(r.name for r in requests), outcomes)
+
+
 # --- scopes ----------------------------------------------------------------
 
 def _largest(flavors, capacity):
@@ -277,37 +555,27 @@ def _largest(flavors, capacity):
     return max(fitting, key=lambda f: (f.vcpus, f.memory_mb, f.name)).name
 
 
-def make_scope(kind, name, results, flavors, allowances=None):
-    """A :class:`Scope` of the counted hosts ``results``.
+def make_scope(kind, name, tally, flavors, allowances=None):
+    """A :class:`Scope` of the hosts of ``tally``.
 
     :param allowances: ``{flavor name: pool allowances}`` (see
         :func:`pools.scope_total`) when hosts draw from sharing providers
     """
     capacity = {}
     placement_only = {}
-    stranded_vcpus = stranded_memory = 0
-    # every counted host has every flavor's figures (count_one_host)
-    pooled = any(r.pools for r in results)
-    capacities = [r.capacity for r in results]
-    placement_onlys = [r.placement_only for r in results]
-    for flavor in flavors:
-        wanted = operator.itemgetter(flavor.name)
-        counts = list(map(wanted, capacities))
-        capacity[flavor.name] = (pools.scope_total(
-            counts, [r.pools.get(flavor.name) for r in results],
-            (allowances or {}).get(flavor.name, {}))
-            if pooled else sum(counts))
-        placement_only[flavor.name] = sum(map(wanted, placement_onlys))
-    for result in results:
-        if result.takes_nothing:
-            stranded_vcpus += result.free_vcpus
-            stranded_memory += result.free_memory_mb
+    for index, flavor in enumerate(flavors):
+        count = tally.capacity[index]
+        if tally.pooled and tally.pooled[index]:
+            count -= pools.shortfall(tally.pooled[index].values(),
+                                     (allowances or {}).get(flavor.name, {}))
+        capacity[flavor.name] = count
+        placement_only[flavor.name] = tally.placement_only[index]
     return Scope(scope=kind, name=name, capacity=capacity,
                  placement_only=placement_only,
                  largest_flavor=_largest(flavors, capacity),
-                 fragmentation={'vcpus': stranded_vcpus,
-                                'memory_mb': stranded_memory},
-                 hosts=len(results))
+                 fragmentation={'vcpus': tally.stranded_vcpus,
+                                'memory_mb': tally.stranded_memory_mb},
+                 hosts=tally.hosts)
 
 
 def _host_scope_names(results):
@@ -316,45 +584,48 @@ def _host_scope_names(results):
             '%s:%s' % (r.host.name, r.host.nodename) for r in results]
 
 
-def scopes_by(by, results, selected, flavors, cells, aggregate=None, az=None,
-              allowances=None):
-    """The scopes of ``by`` over the counted ``results``.
+def _host_scopes(tallied, flavors, allowances):
+    if not tallied.in_order:
+        raise ValueError('the hosts\' own scopes follow the selection\'s '
+                         'order, which a Tallied brought up to date has '
+                         'lost: tally the selection again')
+    counted = [(key, o) for key, o in tallied.outcomes.items()
+               if o.result is not None]
+    names = _host_scope_names([o.result for _key, o in counted])
+    return [make_scope('host', name, Tally.of(tallied.names, [item]),
+                       flavors, allowances)
+            for name, item in zip(names, counted)]
 
-    ``selected`` are all the hosts of the selection, counted or not: a
-    group whose hosts are all skipped still shows, with no host counted.
-    ``allowances``: see :func:`make_scope`.
+
+def scopes_by(by, tallied, flavors, cells, aggregate=None, az=None,
+              allowances=None):
+    """The scopes of ``by`` over the :class:`Tallied` selection.
+
+    A group whose hosts are all skipped still shows, with no host
+    counted.  ``allowances``: see :func:`make_scope`.
     """
-    scope = functools.partial(make_scope, allowances=allowances)
+    scope = functools.partial(make_scope, flavors=flavors,
+                              allowances=allowances)
     if by == 'cloud':
-        return [scope('cloud', CLOUD_NAME, results, flavors)]
+        return [scope('cloud', CLOUD_NAME, tallied.overall)]
     if by == 'host':
-        return [scope('host', name, [r], flavors)
-                for name, r in zip(_host_scope_names(results), results)]
+        return _host_scopes(tallied, flavors, allowances)
+    tallies = tallied.tallies
     if by == 'cell':
-        names = sorted({h.cell_name for h in selected} |
-                       ({c.name or c.uuid for c in cells}
-                        if aggregate is None and az is None else set()))
-        return [scope('cell', name, [r for r in results
-                                     if r.host.cell_name == name], flavors)
-                for name in names]
+        names = set(tallies) | ({c.name or c.uuid for c in cells}
+                                if aggregate is None and az is None
+                                else set())
+        return [scope('cell', name, tallies.get(name) or tallied.empty())
+                for name in sorted(names)]
     if by == 'az':
-        names = sorted({h.availability_zone for h in selected} |
-                       ({az} if az else set()))
-        return [scope('az', name,
-                      [r for r in results
-                       if r.host.availability_zone == name], flavors)
-                for name in names]
-    # by == 'aggregate'
-    if aggregate is not None:
-        aggregates = [aggregate]
-    else:
-        seen = {a.id: a for h in selected for a in h.aggregates}
-        aggregates = sorted(seen.values(), key=lambda a: (a.name, a.id))
-    return [scope('aggregate', agg.name,
-                  [r for r in results
-                   if any(a.id == agg.id for a in r.host.aggregates)],
-                  flavors)
-            for agg in aggregates]
+        names = set(tallies) | ({az} if az else set())
+        return [scope('az', name, tallies.get(name) or tallied.empty())
+                for name in sorted(names)]
+    # by == 'aggregate': (name, id) keys, in that order
+    keys = ([(aggregate.name, aggregate.id)] if aggregate is not None
+            else sorted(tallies))
+    return [scope('aggregate', key[0], tallies.get(key) or tallied.empty())
+            for key in keys]
 
 
 # --- selection -------------------------------------------------------------
@@ -375,26 +646,43 @@ def find_aggregate(aggregates, wanted):
     raise errors.UnknownScope('unknown aggregate %r' % wanted)
 
 
-def _known_zones(cloud):
+def known_zones(cloud):
+    """Every availability zone of ``cloud``'s aggregates and hosts."""
     zones = {agg.metadata[sources.AZ_KEY] for agg in cloud.aggregates
              if sources.AZ_KEY in agg.metadata}
     zones |= {h.availability_zone for h in cloud.hosts}
     return zones
 
 
-def select(cloud, az=None, aggregate=None):
-    """``(hosts, aggregate)``: the hosts in ``az`` and ``aggregate``."""
+def choose(cloud, az=None, aggregate=None, zones=None):
+    """The aggregate ``aggregate`` names, or None; checks ``az`` too.
+
+    :param zones: the cloud's availability zones, if known already (the
+        kept state's, found once per poll); otherwise found now
+    :raises UnknownScope: no such aggregate or zone
+    """
     agg = None
     if aggregate is not None:
         agg = find_aggregate(cloud.aggregates, aggregate)
-    if az is not None and az not in _known_zones(cloud):
-        raise errors.UnknownScope(
-            'unknown availability zone %r (known: %s)'
-            % (az, ', '.join(sorted(_known_zones(cloud))) or 'none'))
-    hosts = [h for h in cloud.hosts
-             if (az is None or h.availability_zone == az) and
-             (agg is None or any(a.id == agg.id for a in h.aggregates))]
-    return hosts, agg
+    if az is not None:
+        known = zones if zones is not None else known_zones(cloud)
+        if az not in known:
+            raise errors.UnknownScope(
+                'unknown availability zone %r (known: %s)'
+                % (az, ', '.join(sorted(known)) or 'none'))
+    return agg
+
+
+def selects(host, az, agg):
+    """Whether ``host`` is in the zone ``az`` and the aggregate ``agg``."""
+    return ((az is None or host.availability_zone == az) and
+            (agg is None or any(a.id == agg.id for a in host.aggregates)))
+
+
+def select(cloud, az=None, aggregate=None):
+    """``(hosts, aggregate)``: the hosts in ``az`` and ``aggregate``."""
+    agg = choose(cloud, az=az, aggregate=aggregate)
+    return [h for h in cloud.hosts if selects(h, az, agg)], agg
 
 
 def _read_trees(context, hosts):
@@ -442,7 +730,7 @@ def check_by(by):
 
 def assemble(generated_at, flavor_objects, cloud, selected, agg, trees,
              by='cloud', az=None, per_host=False, count_host=None,
-             requests=None):
+             requests=None, tallied=None):
     """The :class:`Report` of what was read: a function of its arguments.
 
     :param cloud: the :class:`~sources.Cloud` read (its cells)
@@ -456,48 +744,37 @@ def assemble(generated_at, flavor_objects, cloud, selected, agg, trees,
     :param requests: the flavors' requests
         (:func:`~nova_sched_ext.capacity.flavors.flavor_request` of each),
         if made already
+    :param tallied: the :class:`Tallied` of ``selected`` and ``trees``
+        for ``by`` and ``agg``, if made already (the kept state's, brought
+        up to date by :meth:`Tallied.changed`); ``selected`` is not
+        walked then, and ``trees`` only read if a host draws from a
+        sharing provider
     """
-    count_host = count_host or count_one_host
     if requests is None:
         requests = [flavor_requests.flavor_request(f)
                     for f in flavor_objects]
-    skipped = collections.Counter(h.skipped for h in selected if h.skipped)
-    checks = HostChecks()
-    results = []
-    for host in selected:
-        if host.skipped:
-            continue
-        tree = trees.get(host.uuid)
-        if tree is None:
-            reason = sources.SKIP_NO_PROVIDER
-        elif cloud_claims.has_trait(tree, os_traits.COMPUTE_STATUS_DISABLED):
-            # compute_status_filter keeps the scheduler away from it
-            reason = sources.SKIP_SERVICE_DISABLED
-        else:
-            reason = None
-        if reason:
-            skipped[reason] += 1
-            continue
-        results.append(count_host(host, tree, requests, checks))
-
+    if tallied is None:
+        tallied = tally(selected, trees, requests, by, agg,
+                        count_host=count_host)
     allowances = None
-    if any(tree.sharing for tree in trees.values()):
+    if tallied.overall.pooled:
         allowances = {
             r.name: cloud_claims.pool_allowances(trees.values(),
                                                  r.queries[0])
             for r in requests if r.queries}
-    scopes = scopes_by(by, results, selected, flavor_objects, cloud.cells,
+    scopes = scopes_by(by, tallied, flavor_objects, cloud.cells,
                        aggregate=agg, az=az, allowances=allowances)
     if per_host and by != 'host':
-        scopes += scopes_by('host', results, selected, flavor_objects,
-                            cloud.cells, allowances=allowances)
+        scopes += scopes_by('host', tallied, flavor_objects, cloud.cells,
+                            allowances=allowances)
+    overall = tallied.overall
     report = Report(
         by=by, generated_at=generated_at,
         flavors=[FlavorInfo.of(f) for f in flavor_objects], scopes=scopes,
-        hosts_counted=len(results), hosts_skipped=dict(skipped),
-        engine_fallbacks=sum(r.fallbacks for r in results))
+        hosts_counted=overall.hosts, hosts_skipped=dict(overall.skipped),
+        engine_fallbacks=overall.fallbacks)
     LOG.info('Capacity of %d flavor(s) on %d host(s) (%d skipped) by %s: '
              '%d counted with Nova\'s fit', len(flavor_objects),
-             len(results), sum(skipped.values()), by,
+             overall.hosts, sum(overall.skipped.values()), by,
              report.engine_fallbacks)
     return report

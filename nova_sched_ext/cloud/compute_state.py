@@ -26,7 +26,10 @@ record again:
   seconds after their last save (a second save in the same second keeps
   the time: MySQL stores it to the second);
 * per cell, every ``nova-compute`` service row (narrow: the table's own
-  columns), a ``Service`` made again only for a row that changed;
+  columns), a ``Service`` made again only for a row that changed other
+  than by a heartbeat (:data:`HEARTBEAT_COLUMNS`): whether its node can
+  be picked (disabled, forced down, up) is judged from the row itself,
+  heartbeat included, at every refresh;
 * the aggregates, all of them (a few rows per aggregate).
 
 A :class:`~nova_sched_ext.cloud.computes.Host` is made again only when its
@@ -42,6 +45,7 @@ Not thread-safe by itself: one poller refreshes it; readers take the
 change.
 """
 
+import operator
 import typing
 
 from nova import objects
@@ -81,9 +85,23 @@ class _Node(typing.NamedTuple):
     trusted: bool
 
 
+#: What a heartbeat changes in a service's row (Nova's servicegroup
+#: database driver saves ``report_count``; the save stamps the times).  A
+#: row that changed in these alone keeps its ``Service``: at 10,000
+#: computes whose services all report, a poll would otherwise make
+#: 10,000 of them again.
+HEARTBEAT_COLUMNS = frozenset(('report_count', 'updated_at', 'last_seen_up'))
+
+
 class _Service(typing.NamedTuple):
     row: tuple
+    #: the ``Service`` made of the row, or of an earlier one that differs
+    #: only by heartbeats (what the count reads of it, in ``HostState``,
+    #: does not change with a heartbeat)
     service: typing.Any
+    #: the row's columns by name: whether the node can be picked is
+    #: judged from them, with the heartbeat of this read
+    columns: typing.Any
 
 
 def _naive(value):
@@ -150,8 +168,9 @@ class ComputeState(object):
                 if kept is None or not _same_key(kept[1], key):
                     host = computes.make_host(compute, service, aggs, cell)
                     changed.add(uuid)
-                skipped = computes.why_not(service, host.state,
-                                           self._service_group)
+                skipped = computes.why_not(
+                    kept_service.columns if kept_service else None,
+                    host.state, self._service_group)
                 if host.skipped != skipped and uuid not in changed:
                     # the service came or went, was disabled or enabled,
                     # went down or up: a new object (the old one may be
@@ -207,14 +226,26 @@ class ComputeState(object):
                     compute = kept.compute
                 nodes[compute.uuid] = _Node(compute, stamp, trusted)
         services = {}
+        settings = None
         for row in computes.service_rows(cctxt):
             values = tuple(row)
             kept = kept_services.get(row.host)
             if kept is None or kept.row != values:
-                kept = _Service(values, nova_compat.service_from_row(
-                    cctxt, row._mapping))
+                if settings is None:
+                    settings = _settings(row._fields)
+                service = (kept.service if kept is not None and
+                           settings(kept.row) == settings(values) else
+                           nova_compat.service_from_row(cctxt, row._mapping))
+                kept = _Service(values, service, row._mapping)
             services[row.host] = kept
         return nodes, services
+
+
+def _settings(columns):
+    """A function: a service row to its values but the heartbeat's."""
+    return operator.itemgetter(*[
+        index for index, name in enumerate(columns)
+        if name not in HEARTBEAT_COLUMNS])
 
 
 def _same_key(old, new):

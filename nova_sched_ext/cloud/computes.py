@@ -177,11 +177,16 @@ def make_host(compute, service, aggregates, cell):
 
 
 def why_not(service, state, service_group):
-    """Why the scheduler cannot pick a node at all, or None."""
+    """Why the scheduler cannot pick a node at all, or None.
+
+    :param service: the node's ``Service``, or a mapping of its row of the
+        services table (what ComputeFilter reads of it, ``disabled`` and
+        what the servicegroup driver reads, is in both), or None
+    """
     if service is None:
         return SKIP_NO_SERVICE
     # ComputeFilter's checks, in its order.
-    if service.disabled:
+    if service['disabled']:
         return SKIP_SERVICE_DISABLED
     if not service_group.service_is_up(service):
         return SKIP_SERVICE_DOWN

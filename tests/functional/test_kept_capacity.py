@@ -21,7 +21,8 @@ allocations move), another consumer's allocation written to placement
 behind Nova's back, a compute service disabled and enabled, a host put in
 and out of an aggregate with an availability zone.  After each change and
 one poll, the kept report equals :func:`nova_sched_ext.capacity.compute`'s
-full count, for every grouping.
+full count, for every grouping, with and without every host's figures,
+for the whole cloud and for the zone and its aggregate.
 
 Room freed in placement with no compute record moving (an allocation
 deleted by hand) is not seen by a poll: the kept count shows less room
@@ -84,10 +85,16 @@ class KeptCapacityTest(test_capacity.CapacityTestBase):
 
     def assertSameAsFullCount(self, what):
         self.assertIsNone(self.kept.unusable())
+        # With per_host, every host is summed; without it, the sums of the
+        # last answer of the same query are brought up to date.
+        queries = [{'per_host': True}, {}]
+        if hasattr(self, 'zone_agg'):
+            queries += [{'az': 'kc-az'}, {'aggregate': 'kc-zone'}]
         for by in capacity.BY:
-            self.assertEqual(self.full_report(by=by, per_host=True),
-                             self.kept_report(by=by, per_host=True),
-                             'after %s, by %s' % (what, by))
+            for query in queries:
+                self.assertEqual(self.full_report(by=by, **query),
+                                 self.kept_report(by=by, **query),
+                                 'after %s, by %s, %s' % (what, by, query))
 
     def poll(self):
         self.clock.now += 1.0

@@ -18,10 +18,13 @@ nodes, services, aggregates) is a stand-in for the kept compute state,
 whose own reads the functional ``test_kept_capacity`` runs on Nova's
 databases.  The kept report equals the full count of the same state
 (:func:`~nova_sched_ext.capacity.service.assemble` of what
-``PlacementReader.trees`` reads) after random claims, frees and
-inventory changes; only the hosts that changed are counted again.
+``PlacementReader.trees`` reads) after random claims, frees, inventory
+changes, services disabled and hosts moved in and out of a zone, for
+every grouping and selection; only the hosts that changed are counted
+again, and only they are judged and summed again.
 """
 
+import copy
 import datetime
 import logging
 import random
@@ -123,14 +126,24 @@ class KeptCountTest(base.TestCase):
                                             reader=self.reader,
                                             clock=self.clock)
 
-    def full(self, by='cloud', **kwargs):
-        """What compute() reports of the same cloud: read in full now."""
+    def read_trees(self):
+        """Every live host's tree, read from placement now."""
+        live = [h for h in self.computes.snapshot().hosts if not h.skipped]
+        return p.PlacementReader(CONTEXT, client=self.placement).trees(
+            [h.uuid for h in live])
+
+    def full(self, by='cloud', trees=None, **kwargs):
+        """What compute() reports of the same cloud: read in full now.
+
+        :param trees: :meth:`read_trees` of the same state, if read already
+        """
         cloud = self.computes.snapshot().cloud()
         selected, agg = service.select(cloud, az=kwargs.get('az'),
                                        aggregate=kwargs.get('aggregate'))
-        live = [h for h in selected if not h.skipped]
-        trees = p.PlacementReader(CONTEXT, client=self.placement).trees(
-            [h.uuid for h in live])
+        trees = trees if trees is not None else self.read_trees()
+        # what compute() reads: the trees of the selection's live hosts
+        trees = {h.uuid: trees[h.uuid] for h in selected
+                 if not h.skipped and h.uuid in trees}
         report = service.assemble(NOW, cloud_flavors.pick(self.flavors),
                                   cloud, selected,
                                   agg, trees, by=by, az=kwargs.get('az'),
@@ -142,10 +155,19 @@ class KeptCountTest(base.TestCase):
                     generated_at=None)
 
     def assertSame(self, what):
+        # per_host sums every host; without it the sums of the last answer
+        # of the same query are brought up to date
+        trees = self.read_trees()
         for by in service.BY:
-            self.assertEqual(self.full(by=by, per_host=True),
-                             self.kept_report(by=by, per_host=True),
-                             'after %s, by %s' % (what, by))
+            for selection in ({}, {'az': 'az-a'}, {'aggregate': 'zone-a'}):
+                for per_host in (False, True):
+                    self.assertEqual(
+                        self.full(by=by, per_host=per_host, trees=trees,
+                                  **selection),
+                        self.kept_report(by=by, per_host=per_host,
+                                         **selection),
+                        'after %s, by %s, %s, per_host %s'
+                        % (what, by, selection, per_host))
 
     def claim(self, rp, resources, consumer=None):
         consumer = consumer or str(uuid_lib.uuid4())
@@ -165,6 +187,17 @@ class KeptCountTest(base.TestCase):
             'put', '/resource_providers/%s/inventories/%s' % (rp, rc),
             {'resource_provider_generation':
                 body['resource_provider_generation'], **inventory})
+
+    def move(self, index, aggregates):
+        """Host ``index`` now in ``aggregates``: a new Host, as polled."""
+        host = self.hosts[index]
+        state = copy.copy(host.state)
+        state.aggregates = aggregates
+        self.hosts[index] = sources.Host(
+            state=state, cell=host.cell, aggregates=aggregates,
+            availability_zone=sources.host_availability_zone(aggregates),
+            skipped=host.skipped)
+        return host.uuid
 
     def poll(self, nodes=()):
         self.computes.changed = frozenset(nodes)
@@ -188,7 +221,8 @@ class KeptCountTest(base.TestCase):
         for step in range(12):
             rp_index = rng.randrange(HOSTS)
             rp = self.rps[rp_index]
-            kind = rng.choice(('claim', 'free', 'reserve', 'disable'))
+            kind = rng.choice(('claim', 'free', 'reserve', 'disable',
+                               'move'))
             if kind == 'claim':
                 consumers.append((rp_index, self.claim(
                     rp, {'PCPU': rng.randint(1, 4),
@@ -203,6 +237,10 @@ class KeptCountTest(base.TestCase):
             elif kind == 'reserve':
                 self.set_reserved(rp, 'MEMORY_MB', 1024 * rng.randint(0, 8))
                 nodes = ()
+            elif kind == 'move':
+                host = self.hosts[rp_index]
+                nodes = (self.move(rp_index, [] if host.aggregates
+                                   else [self.zone]),)
             else:
                 host = self.hosts[rp_index]
                 state = host.state
@@ -313,3 +351,138 @@ class KeptCountTest(base.TestCase):
         self.kept._poller.once()
         self.assertIn('Kept capacity state: placement and the cells polled '
                       'again.', self.log.output)
+
+    # --- the sums of the last answer, brought up to date ---------------------
+
+    def judged(self, **kwargs):
+        """The hosts an answer judges (skip checks, then kept count)."""
+        with fixtures.MockPatchObject(service, 'judge',
+                                      wraps=service.judge) as judge:
+            self.kept_report(**kwargs)
+        return sorted(call.args[0].name for call in judge.mock.call_args_list)
+
+    def test_an_answer_judges_only_the_hosts_that_changed(self):
+        self.poll()
+        every = sorted(h.name for h in self.hosts)
+        self.assertEqual(every, self.judged())
+        self.assertEqual([], self.judged())
+        self.claim(self.rps[2], {'PCPU': 2})
+        self.poll()
+        self.assertEqual(['h2'], self.judged())
+        self.assertEqual([], self.judged())
+        # each query keeps its own sums
+        self.assertEqual(['h0', 'h1'], self.judged(az='az-a'))
+        self.assertEqual(every, self.judged(by='cell'))
+        # the hosts' own scopes follow every host
+        self.assertEqual(every, self.judged(per_host=True))
+        self.assertSame('a claim')
+
+    def test_changes_of_every_poll_since_the_last_answer_are_summed(self):
+        self.poll()
+        self.kept_report()
+        self.claim(self.rps[1], {'PCPU': 2})
+        self.poll()
+        self.claim(self.rps[4], {'PCPU': 4})
+        self.poll()
+        self.poll()
+        self.assertEqual(['h1', 'h4'], self.judged())
+        self.assertSame('two claims, three polls')
+
+    def test_an_answer_older_than_the_changes_kept_sums_every_host(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_sched_ext.capacity.kept.CHANGES_KEPT', 2))
+        self.poll()
+        self.kept_report()
+        self.kept_report(by='az')
+        self.claim(self.rps[3], {'PCPU': 2})
+        self.poll()
+        self.poll()
+        self.assertEqual(['h3'], self.judged())
+        # three polls since that answer, the changes of two kept: the
+        # claim is no longer among them
+        self.claim(self.rps[0], {'PCPU': 2})
+        self.poll()
+        self.poll()
+        self.poll()
+        self.assertEqual(self.full(), self.kept_report())
+        self.assertEqual(sorted(h.name for h in self.hosts), self.judged(
+            by='az'))
+
+    def test_hosts_leaving_and_joining_the_selection(self):
+        self.poll()
+        self.assertSame('the first poll')
+        # h0 out of the zone and its aggregate, h4 in
+        self.poll([self.move(0, []), self.move(4, [self.zone])])
+        # h0 left the selection: taken out, not judged
+        self.assertEqual(['h4'], self.judged(aggregate='zone-a'))
+        self.assertSame('h0 out of zone-a, h4 in')
+        # every host out: the zone and its aggregate show no host
+        self.poll([self.move(1, []), self.move(4, [])])
+        self.assertSame('no host left in zone-a')
+        # a host gone from the cloud, and one that never reported
+        gone = self.hosts.pop(5)
+        state = test_service.host_state('h9')
+        state.uuid = None
+        self.hosts.append(sources.Host(
+            state=state, cell=test_service.CELL1, aggregates=[],
+            availability_zone=sources.host_availability_zone([]),
+            skipped=sources.SKIP_NO_SERVICE))
+        self.poll([gone.uuid])
+        self.assertSame('h5 gone, h9 not reporting')
+        self.hosts.pop()
+        self.poll()
+        self.assertSame('h9 gone')
+
+    def test_a_new_set_of_flavors_is_summed_on_its_own(self):
+        self.poll()
+        self.assertSame('the first poll')
+        self.flavors = [test_service.PINNED2, test_service.HUGE]
+        self.poll()
+        self.assertSame('other flavors')
+        self.claim(self.rps[0], {'PCPU': 2})
+        self.poll()
+        self.assertSame('a claim')
+
+    def test_sharing_providers_sum_every_host(self):
+        # h0 and h1 draw their disk from a pool: its room is theirs
+        # together, not added up, so every answer sums every host
+        pool = self.placement.create([{
+            'inventories': {'DISK_GB': p.Inventory(total=60, max_unit=60)},
+            'usages': {}, 'traits': (p.SHARING_TRAIT,),
+            'aggregates': (pf.AGGREGATES[0],)}])[0]
+        for rp in self.rps[:2]:
+            self.set_aggregates(rp, [pf.AGGREGATES[0]])
+            self.drop_inventory(rp, 'DISK_GB')
+        self.poll()
+        self.assertTrue(self.kept._view.sharing)
+        self.assertSame('a pool')
+        every = sorted(h.name for h in self.hosts)
+        self.assertEqual(every, self.judged())
+        self.claim(pool.uuid, {'DISK_GB': 30})
+        self.poll()
+        self.assertSame('a claim on the pool')
+        # h0 and h1 each see the whole pool: the cloud takes less than
+        # the hosts' figures added up
+        hosts = self.kept_report(by='host')['scopes']
+        cloud = self.kept_report()['scopes'][0]
+        self.assertLess(cloud['capacity']['pin2'],
+                        sum(s['capacity']['pin2'] for s in hosts))
+
+    def set_aggregates(self, rp, aggregates):
+        body = self.placement.call(
+            'get', '/resource_providers/%s/aggregates' % rp, version='1.19')
+        self.placement.call(
+            'put', '/resource_providers/%s/aggregates' % rp,
+            {'aggregates': aggregates, 'resource_provider_generation':
+                body['resource_provider_generation']}, version='1.19')
+
+    def drop_inventory(self, rp, rc):
+        body = self.placement.call('get',
+                                   '/resource_providers/%s/inventories' % rp)
+        inventories = {name: inv for name, inv in body['inventories'].items()
+                       if name != rc}
+        self.placement.call(
+            'put', '/resource_providers/%s/inventories' % rp,
+            {'resource_provider_generation':
+                body['resource_provider_generation'],
+             'inventories': inventories})
