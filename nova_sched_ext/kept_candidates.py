@@ -146,7 +146,8 @@ class KeptCandidates(object):
 
     def _resync_slice(self, state):
         """Read the usages of the providers due (see ``resync``)."""
-        freed = state.resync(self._clock(), self.resync_interval)
+        freed = state.resync(self._clock(), self.resync_interval,
+                             self.poll_interval)
         if freed:
             LOG.info('Kept provider state: the resync found the usages of '
                      '%d provider(s) changed without a word from their '

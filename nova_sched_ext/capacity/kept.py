@@ -241,7 +241,8 @@ class KeptCount(object):
             freed = frozenset()
             if self.resync_interval:
                 freed = self._providers.resync(self._clock(),
-                                               self.resync_interval)
+                                               self.resync_interval,
+                                               self.poll_interval)
                 if freed:
                     LOG.info('Kept capacity state: the resync found the '
                              'usages of %d provider(s) changed while their '

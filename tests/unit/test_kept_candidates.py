@@ -186,6 +186,8 @@ class KeptCandidatesTest(base.TestCase):
         self.kept.poll()
         # placement's generation did not move: the poll cannot see it
         self.assertEqual([], self.kept.answer(Request('resources=VCPU:1'))[0])
+        # (a poll reads at most the share of two poll intervals)
+        self.kept.resync_interval = 2 * self.kept.poll_interval
         self.clock.now += self.kept.resync_interval
         before = self.client.calls
         self.kept.poll()
@@ -198,6 +200,7 @@ class KeptCandidatesTest(base.TestCase):
     def test_the_resync_is_spread_over_the_polls(self):
         providers = self.placement.create([node(vcpus=4) for _ in range(4)])
         consumers = [self.claim(rp.uuid, 4)[0] for rp in providers]
+        self.kept.resync_interval = 4 * self.kept.poll_interval
         self.kept.poll()
         for consumer in consumers:
             self.free(consumer)
@@ -234,6 +237,23 @@ class KeptCandidatesTest(base.TestCase):
         self.kept.poll()
         self.assertEqual(1, self.client.calls - before)
         self.assertEqual(4, len(self.kept.answer(ONE_VCPU)[0]))
+
+    def test_a_long_poll_reads_no_larger_share_of_usages(self):
+        self.kept.resync_interval = 8 * self.kept.poll_interval
+        self.placement.create([node(vcpus=4) for _ in range(8)])
+        self.kept.poll()
+        # a poll that ended four intervals after the last one (placement
+        # was slow): the share of two intervals, two of the eight
+        # providers, not four
+        self.clock.now += 4 * self.kept.poll_interval
+        before = self.client.calls
+        self.kept.poll()
+        self.assertEqual(1 + 2, self.client.calls - before)
+        # and at the usual pace, one of eight per interval again
+        self.clock.now += self.kept.poll_interval
+        before = self.client.calls
+        self.kept.poll()
+        self.assertEqual(1 + 1, self.client.calls - before)
 
     def test_a_compute_telling_of_a_host_marks_its_providers(self):
         first, second = self.placement.create([node(vcpus=4), node(vcpus=4)])

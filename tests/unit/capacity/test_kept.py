@@ -316,6 +316,10 @@ class KeptCountTest(base.TestCase):
         self.free(consumer)
         self.poll()
         self.assertNotEqual(self.full(by='host'), self.kept_report(by='host'))
+        # polls at the usual pace over a whole resync interval read each
+        # provider's usages once (a poll reads at most the share of two
+        # poll intervals)
+        self.kept.resync_interval = 2 * self.kept.poll_interval
         self.clock.now += self.kept.resync_interval
         self.kept.poll()
         self.assertSame('the resync')
