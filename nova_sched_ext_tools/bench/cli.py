@@ -637,8 +637,9 @@ def main(argv=None):
         from nova_sched_ext_tools.bench import capacity as capacity_bench
         return capacity_bench.run(args)
     if args.command == 'scale':
+        from nova_sched_ext_tools.bench import burst
         from nova_sched_ext_tools.bench import scale as scale_bench
-        return scale_bench.run(args)
+        return scale_bench.run(args, burst=burst.several_schedulers)
     if args.command == 'placement-read':
         from nova_sched_ext_tools.bench import placement_read as read_bench
         return read_bench.run(args)

@@ -1184,8 +1184,13 @@ def _side_figures(outcomes):
     return figures
 
 
-def run_size(args, hosts, limit=None):
+def run_size(args, hosts, limit=None, burst=None):
     """Build the cloud of ``hosts`` hosts, replay, return the figures.
+
+    :param burst: what runs ``--schedulers`` after the replay
+        (:func:`nova_sched_ext_tools.bench.burst.several_schedulers`,
+        which the command line passes: the burst's processes use this
+        module, so this module does not import it)
 
     Whatever happens, the placement server stops and the databases are
     dropped.
@@ -1197,10 +1202,11 @@ def run_size(args, hosts, limit=None):
         cleanup.callback(databases.drop)
         databases.create()
         return _run_size(args, hosts, databases, wall_started, cleanup,
-                         limit)
+                         limit, burst)
 
 
-def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
+def _run_size(args, hosts, databases, wall_started, cleanup, limit=None,
+              burst=None):
     from nova_sched_ext.compat import release
     if not release.native_threads():
         raise BenchError('the scale bench runs on native threads and this '
@@ -1367,16 +1373,19 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
     if capacity_run is not None:
         progress('the kept capacity against a full count, again')
         capacity_run.check('end')
-    burst = None
+    several = None
     if args.schedulers:
+        if burst is None:
+            raise BenchError('--schedulers needs the burst of '
+                             'nova_sched_ext_tools.bench.burst: run the '
+                             'bench as nova-sched-ext-bench scale')
         for patch in patches:
             patch.stop()
-        from nova_sched_ext_tools.bench import burst as burst_mod
         progress('%d scheduler processes at once for %d s: starting them'
                  % (args.schedulers, args.burst_seconds))
         _flavors, following, _source = request_stream(
             objects, args.requests + BURST_STREAM)
-        burst = burst_mod.several_schedulers(
+        several = burst(
             ctx, args, databases.urls, placement.endpoint,
             [r.flavor for r in following[args.requests:]], cloud, rc,
             limit)
@@ -1426,7 +1435,7 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None):
         'only_package_placed': sum(
             1 for r in rows if r['package_host'] and not r['nova_host']),
         'own_p50_ratio': own[NOVA] / own[PACKAGE] if own[PACKAGE] else None,
-        'several_schedulers': burst,
+        'several_schedulers': several,
         'kept_capacity': (None if capacity_run is None
                           else capacity_run.figures(summary)),
         'setup_s': setup_s, 'replay_s': replay_s,
@@ -1582,7 +1591,7 @@ def parse_sizes(text, option='--hosts'):
     return sizes
 
 
-def run(args):
+def run(args, burst=None):
     """Entry point of ``nova-sched-ext-bench scale``; an exit code."""
     try:
         sizes = parse_sizes(args.hosts)
@@ -1608,7 +1617,7 @@ def run(args):
                              '(kept_state_poll_interval\'s minimum)')
         started = time.perf_counter()
         if len(sizes) == 1 and len(limits) == 1:
-            runs = [_in_this_process(args, sizes[0], limits[0])]
+            runs = [_in_this_process(args, sizes[0], limits[0], burst)]
         else:
             runs = [_in_a_child(args, size, limit)
                     for size in sizes for limit in limits]
@@ -1633,14 +1642,14 @@ def run(args):
                     for s in SIDES) else 1
 
 
-def _in_this_process(args, size, limit=None):
+def _in_this_process(args, size, limit=None, burst=None):
     # SIGTERM ends the run through the finally clauses: the databases go.
     def stop(signum, frame):
         raise SystemExit('nova-sched-ext-bench scale: stopped (signal %d)'
                          % signum)
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        return run_size(args, size, limit)
+        return run_size(args, size, limit, burst)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
