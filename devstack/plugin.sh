@@ -254,6 +254,10 @@ function configure_nova_sched_ext_placement {
     if [[ -z "$retries" ]] || ! is_service_enabled placement-api; then
         return 0
     fi
+    if [[ -z "${PLACEMENT_CONF:-}" ]]; then
+        die $LINENO "nova-sched-ext: placement-api runs here but" \
+            "PLACEMENT_CONF (lib/placement's placement.conf) is not set"
+    fi
     if [[ ! "$retries" =~ ^[1-9][0-9]*$ ]]; then
         die $LINENO "nova-sched-ext: NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES" \
             "must be a whole number of at least 1 (or empty), not '$retries'"

@@ -194,6 +194,9 @@ class KeptCapacityTest(test_capacity.CapacityTestBase):
             sum(sum(s['capacity'].values()) for s in stale['scopes']),
             sum(sum(s['capacity'].values()) for s in full['scopes']))
         # every provider's usages once per resync interval
+        # a whole resync interval at the usual pace of polls (a poll
+        # reads at most the share of two poll intervals)
+        self.kept.resync_interval = 2 * self.kept.poll_interval
         self.clock.now += self.kept.resync_interval
         self.kept.poll()
         self.assertSameAsFullCount('the resync')

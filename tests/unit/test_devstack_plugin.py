@@ -520,6 +520,19 @@ class PlacementConflictRetriesPluginTest(RecordedPluginTest):
             self.assertNotIn('allocation_conflict_retry_count',
                              self._read(self.placement_conf))
 
+    def test_placement_here_without_its_file_is_refused(self):
+        result = subprocess.run(
+            ['bash', '-c', self._script(
+                'PLACEMENT_CONF=\nsource %s/devstack/plugin.sh\n'
+                'configure_nova_sched_ext_placement' % REPO,
+                'placement-api')],
+            env=dict(os.environ, CALLS=self.calls), capture_output=True,
+            text=True, timeout=60)
+        self.assertEqual(1, result.returncode)
+        self.assertIn('placement-api runs here but PLACEMENT_CONF '
+                      '(lib/placement\'s placement.conf) is not set',
+                      result.stderr)
+
     def test_post_config_writes_it_and_unstack_takes_it_out(self):
         result = self._run('source %s/devstack/plugin.sh stack post-config'
                            % REPO, services='placement-api,n-sch')

@@ -100,6 +100,7 @@ function cluster_env {
     declare -gA GITDIR
     GITDIR[nova-sched-ext]=$REPO
     ENABLED_SERVICES=placement-api,n-api,n-cond,n-sch,n-cpu,stub
+    PLACEMENT_CONF=$CETC/placement/placement.conf
     NOVA_BIN_DIR=$VENV/bin
     NOVA_CONF_DIR=$CETC/nova
     NOVA_CONF=$NOVA_CONF_DIR/nova.conf
@@ -266,11 +267,18 @@ function prepare_cluster {
     } &
     local vhost=$!
 
-    local placement_conf=$CETC/placement/placement.conf
+    local placement_conf=$PLACEMENT_CONF
     iniset "$placement_conf" placement_database connection \
         "$(db_url "${PREFIX}_$1_placement")"
     iniset "$placement_conf" api auth_strategy keystone
     configure_auth_token "$placement_conf" placement
+    # Each cluster's placement starts here, before the plugin's
+    # post-config (run.sh follows stack.sh's order and checks what the
+    # plugin writes to placement.conf): the value it would write.
+    if [[ -n "$NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES" ]]; then
+        iniset "$placement_conf" placement allocation_conflict_retry_count \
+            "$NOVA_SCHED_EXT_PLACEMENT_CONFLICT_RETRIES"
+    fi
     "$VENV/bin/placement-manage" --config-file "$placement_conf" db sync \
         >> "$LOGDIR/placement-manage.log" 2>&1 ||
         die $LINENO "$CLUSTER: placement-manage db sync failed"
