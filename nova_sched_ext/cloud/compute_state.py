@@ -45,7 +45,6 @@ Not thread-safe by itself: one poller refreshes it; readers take the
 change.
 """
 
-import operator
 import typing
 
 from nova import objects
@@ -85,12 +84,8 @@ class _Node(typing.NamedTuple):
     trusted: bool
 
 
-#: What a heartbeat changes in a service's row (Nova's servicegroup
-#: database driver saves ``report_count``; the save stamps the times).  A
-#: row that changed in these alone keeps its ``Service``: at 10,000
-#: computes whose services all report, a poll would otherwise make
-#: 10,000 of them again.
-HEARTBEAT_COLUMNS = frozenset(('report_count', 'updated_at', 'last_seen_up'))
+#: What a heartbeat changes in a service's row (the cloud reader's rule).
+HEARTBEAT_COLUMNS = computes.HEARTBEAT_COLUMNS
 
 
 class _Service(typing.NamedTuple):
@@ -232,20 +227,13 @@ class ComputeState(object):
             kept = kept_services.get(row.host)
             if kept is None or kept.row != values:
                 if settings is None:
-                    settings = _settings(row._fields)
+                    settings = computes.settings_of_rows(row._fields)
                 service = (kept.service if kept is not None and
                            settings(kept.row) == settings(values) else
                            nova_compat.service_from_row(cctxt, row._mapping))
                 kept = _Service(values, service, row._mapping)
             services[row.host] = kept
         return nodes, services
-
-
-def _settings(columns):
-    """A function: a service row to its values but the heartbeat's."""
-    return operator.itemgetter(*[
-        index for index, name in enumerate(columns)
-        if name not in HEARTBEAT_COLUMNS])
 
 
 def _same_key(old, new):

@@ -28,6 +28,7 @@ A database that does not answer is one line
 """
 
 import dataclasses
+import operator
 import typing
 
 from nova import objects
@@ -231,6 +232,24 @@ def node_stamps(cctxt, compute_uuids=None):
     engine = nova_compat.cell_engine(cctxt)
     with engine.connect() as conn:
         return conn.execute(query).fetchall()
+
+
+#: What a heartbeat changes in a service's row (Nova's servicegroup
+#: database driver saves ``report_count``; the save stamps the times).  A
+#: row that changed in these alone keeps what was made of it: at 10,000
+#: computes whose services all report, a poll or a request would otherwise
+#: make every ``Service`` again.
+HEARTBEAT_COLUMNS = frozenset(('report_count', 'updated_at', 'last_seen_up'))
+
+
+def settings_of_rows(columns):
+    """A function: a service row to its values but the heartbeat's.
+
+    :param columns: the rows' column names (a SQLAlchemy row's ``_fields``)
+    """
+    return operator.itemgetter(*[
+        index for index, name in enumerate(columns)
+        if name not in HEARTBEAT_COLUMNS])
 
 
 def service_rows(cctxt, hosts=None):

@@ -438,6 +438,38 @@ class TestKeptHostState(test.TestCase):
             self.assertEqual([], self.differences(uuids))
             self.assertTrue(stamps.called)
 
+    def test_a_heartbeat_makes_no_service(self):
+        """Every service reports: the states are a reload's, no Service made.
+
+        A row a heartbeat alone changed keeps its ``Service``; the
+        request's ``HostState`` gets the new heartbeat in its dict.  A
+        row that changed otherwise is made again.
+        """
+        uuids = sorted(self.computes)
+        self.assertEqual([], self.differences(uuids))
+        for host in sorted(self.services):
+            cell, service = self.services[host]
+            with nova_context.target_cell(self.ctxt, cell) as cctxt:
+                service._context = cctxt
+                service.report_count += 1
+                service.last_seen_up = (timeutils.utcnow(with_timezone=True) +
+                                        datetime.timedelta(seconds=3))
+                service.save()
+        made = mock.Mock(wraps=host_state.nova_compat.service_from_row)
+        with mock.patch.object(host_state.nova_compat, 'service_from_row',
+                               made):
+            self.assertEqual([], self.differences(uuids))
+            # the stock manager makes its own Services, not through this
+            self.assertEqual(0, made.call_count)
+            host = sorted(self.services)[0]
+            cell, service = self.services[host]
+            with nova_context.target_cell(self.ctxt, cell) as cctxt:
+                service._context = cctxt
+                service.disabled = True
+                service.save()
+            self.assertEqual([], self.differences(uuids))
+            self.assertEqual(1, made.call_count)
+
     def test_a_change_after_the_poll_waits_for_the_next(self):
         """The polled rows are one poll late, never more."""
         clock = self._freeze_clock()
