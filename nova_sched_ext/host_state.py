@@ -75,6 +75,7 @@ import time
 from nova import objects
 from nova.pci import stats as pci_stats
 from nova.scheduler import host_manager
+from nova import weights as nova_weights
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
@@ -504,6 +505,27 @@ class KeptHostManager(host_manager.HostManager):
                 seen_nodes.add(state_key)
         return (host_state_map[key] for key in seen_nodes)
 
+    def get_weighed_hosts(self, hosts, spec_obj):
+        """Nova's weighing, without its debug lines when they are off.
+
+        Nova's ``BaseWeightHandler.get_weighed_objects`` (2024.2 on)
+        builds three dicts per weigher for its debug lines, one entry per
+        host with an f-string of the multiplier and weight, whether DEBUG
+        is on or not: at 1,000 candidates and Nova's 13 weighers, about
+        40,000 entries and 13,000 formatted floats a request, most of
+        the weighing's time.  With ``nova.weights`` logging at DEBUG,
+        Nova's own method runs, lines and all; otherwise the same
+        arithmetic in the same order (each weigher's weights, normalized
+        by ``nova.weights.normalize``, times its ``weight_multiplier`` of
+        each host, added to the host's weight), and the same stable sort.
+        """
+        handler = self.weight_handler
+        if _WEIGHTS_LOG.isEnabledFor(logging.DEBUG):
+            return handler.get_weighed_objects(self.weighers, hosts,
+                                               spec_obj)
+        return weighed_objects(handler.object_class, self.weighers, hosts,
+                               spec_obj)
+
     def _base_state(self, kept, compute, cell_uuid):
         """The base ``HostState`` of ``compute``, built once per record."""
         if kept is not None and kept.compute is compute:
@@ -520,3 +542,26 @@ class KeptHostManager(host_manager.HostManager):
         base.update(compute)
         base._kept_compute = compute
         return base
+
+
+#: Nova's weighing logs to it
+_WEIGHTS_LOG = logging.getLogger(nova_weights.__name__)
+
+
+def weighed_objects(object_class, weighers, obj_list, weighing_properties):
+    """``BaseWeightHandler.get_weighed_objects`` without the debug lines.
+
+    :returns: the weighed objects, heaviest first, as Nova's handler
+        returns them
+    """
+    weighed = [object_class(obj, 0.0) for obj in obj_list]
+    if len(weighed) <= 1:
+        return weighed
+    for weigher in weighers:
+        weights = weigher.weigh_objects(weighed, weighing_properties)
+        normalized = nova_weights.normalize(
+            weights, minval=weigher.minval, maxval=weigher.maxval)
+        multiplier = weigher.weight_multiplier
+        for obj, weight in zip(weighed, normalized):
+            obj.weight += multiplier(obj.obj) * weight
+    return sorted(weighed, key=operator.attrgetter('weight'), reverse=True)
