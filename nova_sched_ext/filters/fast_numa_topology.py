@@ -32,15 +32,19 @@ Nova's filter would have:
   what the run before left in Nova's one copy of the request (the instance
   cells take the ids of the host cells they were tried on, and Nova's pair
   cache is keyed by those ids), and answers NO only when every run fails;
+- a host that fits with several allocation candidates (a pinned flavor's
+  hosts have two: Nova asks placement for ``PCPU`` and again for
+  ``VCPU``) passes with the candidates Nova's filter would keep: those
+  whose run fits.  Because each run starts from the last one's ids, a
+  later candidate can fail where the first fitted; the C helper says
+  whether some run fits, and for these hosts the Python twin replays every
+  run (:func:`nova_sched_ext.fit.pyfit.run_outcomes`) to say which.  The
+  scheduler claims from the pruned list (its first candidate), builds
+  alternates from it and filters it again in a multi-create's next round;
 - every other case is handed to Nova's own ``NUMATopologyFilter`` code for
   that host: a request or host outside the engine's subset (see
   ``doc/source/numa_fit.rst``), a host the engine cannot tell about, and a
-  host that fits with several allocation candidates.  Nova's filter keeps
-  only the candidates whose run succeeds, and because each run starts from
-  the last one's ids a later candidate can fail where the first fitted;
-  the engine says whether some run fits, not which, so Nova prunes the
-  list, which the scheduler then claims from (its first candidate), builds
-  alternates from and filters again in a multi-create's next round.
+  host with more allocation candidates than the engine replays.
 
 The ``hw:cpu_thread_policy=require`` check Nova makes before the fit runs
 here first, through Nova's own method.  Requests without a NUMA topology
@@ -123,6 +127,19 @@ class FastNUMATopologyFilter(numa_topology_filter.NUMATopologyFilter):
         if 'network_metadata' in spec_obj:
             network_metadata = spec_obj.network_metadata
         debug = LOG.isEnabledFor(logging.DEBUG)
+        several = [host for host, answer in zip(hosts, answers)
+                   if answer == model.YES and
+                   len(host.allocation_candidates) > 1]
+        runs = {}
+        if several:
+            try:
+                runs = dict(zip(map(id, several),
+                                numa_fit.candidate_runs(several, spec_obj)))
+            except Exception:
+                LOG.exception('FastNUMATopologyFilter could not replay '
+                              'the candidates\' runs; Nova\'s '
+                              'NUMATopologyFilter decides %d hosts.',
+                              len(several))
         kept = []
         for host, answer in zip(hosts, answers):
             if answer == model.NO and numa_fit.replayed_every_candidate(
@@ -135,14 +152,32 @@ class FastNUMATopologyFilter(numa_topology_filter.NUMATopologyFilter):
             elif answer == model.YES and len(host.allocation_candidates) == 1:
                 # One candidate: Nova's one run is the engine's, and Nova
                 # leaves the list as it is.
-                if nova_compat.satisfies_cpu_policy(self, host, extra_specs,
-                                                    image_props):
-                    host.limits['numa_topology'] = nova_fit.host_limits(
-                        host, network_metadata)
+                if self._passes(host, extra_specs, image_props,
+                                network_metadata):
+                    kept.append(host)
+            elif answer == model.YES and runs.get(id(host)) is not None:
+                # Several candidates: Nova keeps those whose run fits,
+                # each run starting from what the one before left; the
+                # engine replays them all.
+                if self._passes(host, extra_specs, image_props,
+                                network_metadata):
+                    host.allocation_candidates = [
+                        candidate for candidate, fits in zip(
+                            host.allocation_candidates, runs[id(host)])
+                        if fits]
                     kept.append(host)
             elif self._nova_passes(host, spec_obj):
                 kept.append(host)
         return kept
+
+    def _passes(self, host, extra_specs, image_props, network_metadata):
+        """Nova's filter on a host that fits: the CPU policy, the limits."""
+        if not nova_compat.satisfies_cpu_policy(self, host, extra_specs,
+                                                image_props):
+            return False
+        host.limits['numa_topology'] = nova_fit.host_limits(
+            host, network_metadata)
+        return True
 
     def _nova_passes(self, host, spec_obj):
         try:

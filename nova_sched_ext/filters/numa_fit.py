@@ -131,6 +131,39 @@ def engine_answers(hosts, spec_obj, decider):
     return engine.check_hosts(prepared, request, pcis)
 
 
+def candidate_runs(hosts, spec_obj):
+    """Whether each allocation candidate's run of Nova's fit fits, per host.
+
+    For hosts the engine answered YES with several candidates: Nova's
+    filter keeps the candidates whose run fits, each run starting from
+    what the one before left (:func:`nova_sched_ext.fit.engine.
+    run_outcomes`).
+
+    :returns: a list parallel to ``hosts`` of tuples of booleans, one per
+        candidate, or None for a host the engine cannot tell about and
+        for every host of a request with PCI devices (Nova decides them)
+    """
+    if not hosts:
+        return []
+    try:
+        request, pci_requests = adapters.request_from_spec(spec_obj)
+    except adapters.Unsupported:
+        return [None] * len(hosts)
+    if request is None or request.pci is not None:
+        # With a PCI request each run also reads its candidate's provider
+        # mapping (which pools it may take): Nova decides.
+        return [None] * len(hosts)
+    result = []
+    for host, prepared in zip(hosts, adapters.prepared_hosts(hosts)):
+        runs = engine.run_outcomes(prepared, request)
+        if runs is not None and len(runs) != len(
+                host.allocation_candidates):
+            # more candidates than the engine replays
+            runs = None
+        result.append(runs)
+    return result
+
+
 def replayed_every_candidate(host):
     """Whether the engine's NO covers every allocation candidate of a host.
 

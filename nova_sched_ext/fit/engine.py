@@ -193,6 +193,22 @@ def check_hosts(hosts, request, pcis=None):
     return _check_python(hosts, request, pcis)
 
 
+def run_outcomes(prepared, request, pci=None):
+    """Whether each of Nova's runs on a prepared host fits, or None.
+
+    One run per allocation candidate the host's model replays, as Nova's
+    ``NUMATopologyFilter`` runs them (:func:`pyfit.run_outcomes`); None
+    where the answer is UNKNOWN or the input is refused.  Asked of the
+    Python twin whatever ``fit_backend`` says: the C helper answers
+    whether some run fits, and only the hosts it says YES for with
+    several candidates need to know which.
+    """
+    try:
+        return pyfit.run_outcomes(prepared.model, request, pci)
+    except m.InvalidInput:
+        return None
+
+
 def fits(host, request, pci=None):
     """Answer for one :class:`~nova_sched_ext.fit.model.Host`."""
     pcis = [pci] if request.pci is not None else None

@@ -216,15 +216,8 @@ def _search(host, request, pci=None):
     if request.pci is not None and pci is None:
         return m.UNKNOWN, None, None, False
 
-    ordered = _ordered_cells(host, request)
-    index_of = {cell.id: i for i, cell in enumerate(host.cells)}
-    # The instance cells' mutable state, carried across candidates as Nova
-    # carries it in the one request object its filter reuses.
-    cell_ids = [cell.id for cell in request.cells]
-    pagesizes = [cell.pagesize for cell in request.cells]
-    # The host cell (id) whose CPUs each instance cell's pinning names:
-    # the last one Nova's _pack_instance_onto_cores pinned it in.
-    pinned_in = [None] * len(request.cells)
+    ordered, index_of, cell_ids, pagesizes, pinned_in = _first_run(
+        host, request)
     for _candidate in range(host.candidates):
         state = (list(cell_ids), list(pagesizes))
         chosen = _fit_once(host, request, pci, ordered, index_of, cell_ids,
@@ -237,6 +230,60 @@ def _search(host, request, pci=None):
             # same way: one more proves nothing (and bounds the loop).
             break
     return m.NO, None, None, False
+
+
+def run_outcomes(host, request, pci=None):
+    """Whether each of Nova's runs fits, one per allocation candidate.
+
+    Nova's ``NUMATopologyFilter`` runs the fit once per candidate of a
+    host on one copy of the request, each run starting from the instance
+    cell ids and page sizes the run before left, success or not, and
+    keeps the candidates whose run fits.  :func:`fits` stops at the first
+    run that fits; this goes on, in the same steps, through
+    ``host.candidates`` runs.
+
+    :returns: a tuple of ``host.candidates`` booleans, or None where the
+        answer is UNKNOWN
+    :raises model.InvalidInput: as :func:`fits`
+    """
+    m.check(m.host_problem(host))
+    m.check(m.request_problem(request))
+    answer = _search(host, request, pci)[0]
+    if answer == m.UNKNOWN:
+        return None
+    if answer == m.NO:
+        return (False,) * host.candidates
+    # _search's preamble passed (it answered YES): run every candidate.
+    ordered, index_of, cell_ids, pagesizes, pinned_in = _first_run(
+        host, request)
+    outcomes = []
+    while len(outcomes) < host.candidates:
+        state = (list(cell_ids), list(pagesizes))
+        outcomes.append(_fit_once(host, request, pci, ordered, index_of,
+                                  cell_ids, pagesizes, pinned_in)
+                        is not None)
+        if state == (cell_ids, pagesizes):
+            # Every later run starts from this state: it ends the same.
+            outcomes.extend([outcomes[-1]] *
+                            (host.candidates - len(outcomes)))
+    return tuple(outcomes)
+
+
+def _first_run(host, request):
+    """What the first of Nova's runs on a host starts from.
+
+    ``(host cells in Nova's order, index by cell id, instance cell ids,
+    page sizes, pinned_in)``; the last three are the instance cells'
+    mutable state, carried across candidates as Nova carries it in the
+    one request object its filter reuses (``pinned_in``: the host cell id
+    whose CPUs each instance cell's pinning names, the last one Nova's
+    ``_pack_instance_onto_cores`` pinned it in).
+    """
+    return (_ordered_cells(host, request),
+            {cell.id: i for i, cell in enumerate(host.cells)},
+            [cell.id for cell in request.cells],
+            [cell.pagesize for cell in request.cells],
+            [None] * len(request.cells))
 
 
 def _stale_pinning(request, chosen, pinned_in):

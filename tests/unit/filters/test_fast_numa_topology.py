@@ -178,6 +178,24 @@ class TestFastNUMATopologyFilter(base.TestCase):
         self.assertEqual(3, len(kept))
         nova.assert_not_called()
 
+    def test_several_candidates_are_decided_without_nova(self):
+        # A pinned flavor's hosts have two candidates (PCPU, then VCPU):
+        # the engine replays both runs, and the host keeps those that
+        # fit, as Nova's filter keeps them.
+        def hosts():
+            return [host('h%d' % i, helpers.host_topology(8),
+                         candidates=allocation_candidates(2))
+                    for i in range(3)]
+        expected = filtered(self.nova, hosts(), spec(helpers.dedicated(4)))
+        with mock.patch.object(numa_topology_filter.NUMATopologyFilter,
+                               'host_passes') as nova:
+            kept = self.filt.filter_all(hosts(), spec(helpers.dedicated(4)))
+        nova.assert_not_called()
+        self.assertEqual(
+            [(h.host, h.allocation_candidates) for h in expected],
+            [(h.host, h.allocation_candidates) for h in kept])
+        self.assertEqual(3, len(kept))
+
     def test_network_metadata_reaches_the_limits(self):
         metadata = objects.NetworkMetadata(physnets=set(), tunneled=False)
         kept = self.filt.filter_all(
