@@ -75,6 +75,7 @@ import time
 from nova import objects
 from nova.pci import stats as pci_stats
 from nova.scheduler import host_manager
+from nova.scheduler import weights
 from nova import weights as nova_weights
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -277,6 +278,10 @@ class KeptHostManager(host_manager.HostManager):
         # node UUIDs of them all
         self._polled = {}
         self._polled_known = frozenset()
+        if type(self.weight_handler) is weights.HostWeightHandler:
+            # Nova's loader finds weighers next to the handler's module:
+            # turned, not made, as the manager itself
+            self.weight_handler.__class__ = QuietHostWeightHandler
 
     def poll_rows(self, context):
         """Read every enabled cell's node stamps and service rows now.
@@ -505,27 +510,6 @@ class KeptHostManager(host_manager.HostManager):
                 seen_nodes.add(state_key)
         return (host_state_map[key] for key in seen_nodes)
 
-    def get_weighed_hosts(self, hosts, spec_obj):
-        """Nova's weighing, without its debug lines when they are off.
-
-        Nova's ``BaseWeightHandler.get_weighed_objects`` (2024.2 on)
-        builds three dicts per weigher for its debug lines, one entry per
-        host with an f-string of the multiplier and weight, whether DEBUG
-        is on or not: at 1,000 candidates and Nova's 13 weighers, about
-        40,000 entries and 13,000 formatted floats a request, most of
-        the weighing's time.  With ``nova.weights`` logging at DEBUG,
-        Nova's own method runs, lines and all; otherwise the same
-        arithmetic in the same order (each weigher's weights, normalized
-        by ``nova.weights.normalize``, times its ``weight_multiplier`` of
-        each host, added to the host's weight), and the same stable sort.
-        """
-        handler = self.weight_handler
-        if _WEIGHTS_LOG.isEnabledFor(logging.DEBUG):
-            return handler.get_weighed_objects(self.weighers, hosts,
-                                               spec_obj)
-        return weighed_objects(handler.object_class, self.weighers, hosts,
-                               spec_obj)
-
     def _base_state(self, kept, compute, cell_uuid):
         """The base ``HostState`` of ``compute``, built once per record."""
         if kept is not None and kept.compute is compute:
@@ -548,8 +532,38 @@ class KeptHostManager(host_manager.HostManager):
 _WEIGHTS_LOG = logging.getLogger(nova_weights.__name__)
 
 
+class QuietHostWeightHandler(weights.HostWeightHandler):
+    """Nova's weight handler, without its debug lines when they are off.
+
+    Nova's ``BaseWeightHandler.get_weighed_objects`` (2024.2 on) builds
+    three dicts per weigher for its debug lines, one entry per host with
+    an f-string of the multiplier and weight, whether DEBUG is on or not,
+    and asks each weigher's ``weight_multiplier`` per host (an option
+    read through oslo.config, a few microseconds each).  At 1,000
+    candidates and Nova's 13 weighers that is most of the weighing's
+    time.  With ``nova.weights`` logging at DEBUG, Nova's own method
+    runs, lines and all; otherwise :func:`weighed_objects`: the same
+    arithmetic in the same order and the same stable sort, the
+    multiplier of Nova's own weighers asked once per set of aggregates.
+    The kept host manager weighs with it.
+    """
+
+    def get_weighed_objects(self, weighers, obj_list, weighing_properties):
+        if _WEIGHTS_LOG.isEnabledFor(logging.DEBUG):
+            return super().get_weighed_objects(weighers, obj_list,
+                                               weighing_properties)
+        return weighed_objects(self.object_class, weighers, obj_list,
+                               weighing_properties)
+
+
 def weighed_objects(object_class, weighers, obj_list, weighing_properties):
     """``BaseWeightHandler.get_weighed_objects`` without the debug lines.
+
+    Each weigher's weights, normalized by ``nova.weights.normalize``,
+    times its ``weight_multiplier`` of each host, added to the host's
+    weight; the multiplier of Nova's own weighers, a function of the
+    host's aggregates and an option, is asked once per set of aggregates
+    (:func:`nova_sched_ext.compat.nova.multiplier_reads_aggregates_only`).
 
     :returns: the weighed objects, heaviest first, as Nova's handler
         returns them
@@ -562,6 +576,28 @@ def weighed_objects(object_class, weighers, obj_list, weighing_properties):
         normalized = nova_weights.normalize(
             weights, minval=weigher.minval, maxval=weigher.maxval)
         multiplier = weigher.weight_multiplier
+        if nova_compat.multiplier_reads_aggregates_only(weigher):
+            multiplier = _by_aggregates(multiplier)
         for obj, weight in zip(weighed, normalized):
             obj.weight += multiplier(obj.obj) * weight
     return sorted(weighed, key=operator.attrgetter('weight'), reverse=True)
+
+
+def _by_aggregates(weight_multiplier):
+    """``weight_multiplier`` asked once per set of aggregate objects.
+
+    For one weighing: within it the hosts' aggregates are the same
+    objects (the host manager's), and the option does not change.  A
+    Nova weigher's multiplier reads an option through oslo.config, a few
+    microseconds per host and weigher, which is most of the weighing.
+    """
+    memo = {}
+
+    def multiplier(host):
+        key = tuple(map(id, host.aggregates))
+        try:
+            return memo[key]
+        except KeyError:
+            value = memo[key] = weight_multiplier(host)
+            return value
+    return multiplier

@@ -52,6 +52,25 @@ OVERRIDDEN_HOOKS = {
 }
 
 
+# --- the weighers -------------------------------------------------------
+
+def multiplier_reads_aggregates_only(weigher):
+    """Whether ``weigher.weight_multiplier(host)`` reads only aggregates.
+
+    Every weigher of Nova's own (``nova.scheduler.weights.*``) returns
+    ``nova.scheduler.utils.get_weight_multiplier(host_state, name, option)``:
+    the option, or the value of the host's aggregates' metadata key; the
+    base class's (``nova.weights``) returns 1.0.  Within one weighing,
+    hosts with the same aggregate objects get the same multiplier.  A
+    weigher whose method is defined anywhere else (a subclass's own, the
+    package's, a third party's) is asked per host.
+    """
+    function = getattr(type(weigher), 'weight_multiplier', None)
+    module = getattr(function, '__module__', None) or ''
+    return module == 'nova.weights' or module.startswith(
+        'nova.scheduler.weights.')
+
+
 # --- the cell database --------------------------------------------------
 
 def compute_nodes_table():

@@ -21,17 +21,17 @@ exactly Nova's.
 import random
 from unittest import mock
 
+import fixtures
 from nova import objects
+from nova.scheduler import host_manager
 from nova.scheduler import weights
 from nova.tests.unit.scheduler import fakes
 from oslo_config import fixture as config_fixture
 
+from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext import host_state
 from tests import base
-
-NOVA_WEIGHERS = ('RAMWeigher', 'CPUWeigher', 'DiskWeigher', 'IoOpsWeigher',
-                 'NumInstancesWeigher', 'BuildFailureWeigher')
 
 
 class _BoundedWeigher(weights.BaseHostWeigher):
@@ -50,7 +50,9 @@ class _BoundedWeigher(weights.BaseHostWeigher):
 def _aggregate(rng, number):
     metadata = {}
     for name in ('ram_weight_multiplier', 'cpu_weight_multiplier',
-                 'io_ops_weight_multiplier'):
+                 'io_ops_weight_multiplier', 'disk_weight_multiplier',
+                 'build_failure_weight_multiplier',
+                 'num_instances_weight_multiplier'):
         if rng.random() < 0.4:
             metadata[name] = rng.choice(['2.5', '-1', '0', '10', 'bad'])
     return objects.Aggregate(id=number, name='agg%d' % number,
@@ -72,8 +74,21 @@ def _hosts(rng, count):
             'num_io_ops': rng.randint(0, 6),
             'num_instances': rng.randint(0, 3),
             'failed_builds': rng.choice([0, 0, 2]),
+            'hypervisor_version': rng.choice([1, 2]),
+            'pci_stats': None, 'cell_uuid': None, 'instances': {},
+            # Nova's host manager gives each host a list of its own of
+            # the aggregate objects it keeps
             'aggregates': rng.sample(aggregates, rng.randint(0, 2))}))
     return hosts
+
+
+def _spec():
+    """A request every weigher of Nova's can read."""
+    return objects.RequestSpec(
+        instance_group=None, requested_destination=None,
+        pci_requests=None, num_instances=1,
+        image=objects.ImageMeta(properties=objects.ImageMetaProps()),
+        flavor=objects.Flavor(extra_specs={}))
 
 
 class TestWeighedObjects(base.TestCase):
@@ -85,13 +100,13 @@ class TestWeighedObjects(base.TestCase):
         classes = handler.get_matching_classes(
             ['nova.scheduler.weights.all_weighers'])
         self.handler = handler
-        self.weighers = [cls() for cls in classes
-                         if cls.__name__ in NOVA_WEIGHERS]
-        self.assertEqual(len(NOVA_WEIGHERS), len(self.weighers))
+        # every weigher of Nova's
+        self.weighers = [cls() for cls in classes]
+        self.assertGreaterEqual(len(self.weighers), 12)
         self.weighers.append(_BoundedWeigher())
 
     def assertNovas(self, hosts, weighers):
-        spec = objects.RequestSpec()
+        spec = _spec()
         expected = self.handler.get_weighed_objects(weighers, hosts, spec)
         got = host_state.weighed_objects(self.handler.object_class,
                                          weighers, hosts, spec)
@@ -111,27 +126,60 @@ class TestWeighedObjects(base.TestCase):
             self.assertNovas(_hosts(rng, rng.choice([1, 2, 7, 60])),
                              weighers)
 
+    def test_multipliers_of_novas_weighers_are_asked_per_aggregates(self):
+        self.assertEqual(
+            [False] + [True] * (len(self.weighers) - 1),
+            [nova_compat.multiplier_reads_aggregates_only(w)
+             for w in self.weighers[-1:] + self.weighers[:-1]])
+        hosts = _hosts(random.Random(5), 50)
+        ram = next(w for w in self.weighers
+                   if type(w).__name__ == 'RAMWeigher')
+        asked = []
+        nova_multiplier = ram.weight_multiplier
+        # (the class's method stays Nova's: the instance's counts calls)
+        ram.weight_multiplier = lambda host: (
+            asked.append(host), nova_multiplier(host))[1]
+        self.assertNovas(hosts, [ram])
+        distinct = len({tuple(map(id, h.aggregates)) for h in hosts})
+        self.assertLess(distinct, 20)
+        # Nova's handler asks per host, the kept manager per aggregates
+        self.assertEqual(len(hosts) + distinct, len(asked))
+
     def test_no_host_and_one_host(self):
         self.assertNovas([], self.weighers)
         self.assertNovas(_hosts(random.Random(1), 1), self.weighers)
 
     def test_debug_runs_novas_own_method(self):
-        manager = mock.Mock(spec=host_state.KeptHostManager,
-                            weight_handler=self.handler,
-                            weighers=self.weighers)
+        quiet_handler = weights.HostWeightHandler()
+        quiet_handler.__class__ = host_state.QuietHostWeightHandler
         hosts = _hosts(random.Random(3), 5)
-        with mock.patch.object(self.handler, 'get_weighed_objects',
-                               wraps=self.handler.get_weighed_objects) as nova:
-            # (the tests log at DEBUG: each case says which it wants)
-            with mock.patch.object(host_state._WEIGHTS_LOG, 'isEnabledFor',
-                                   return_value=False):
-                quiet = host_state.KeptHostManager.get_weighed_hosts(
-                    manager, hosts, objects.RequestSpec())
-            self.assertEqual(0, nova.call_count)
-            with mock.patch.object(host_state._WEIGHTS_LOG, 'isEnabledFor',
-                                   return_value=True):
-                loud = host_state.KeptHostManager.get_weighed_hosts(
-                    manager, hosts, objects.RequestSpec())
-            self.assertEqual(1, nova.call_count)
+        calls = []
+        novas = weights.HostWeightHandler.get_weighed_objects
+
+        def counted(handler, *args):
+            calls.append(args)
+            return novas(handler, *args)
+        self.useFixture(fixtures.MockPatchObject(
+            weights.HostWeightHandler, 'get_weighed_objects', counted))
+        # (the tests log at DEBUG: each case says which it wants)
+        with mock.patch.object(host_state._WEIGHTS_LOG, 'isEnabledFor',
+                               return_value=False):
+            quiet = quiet_handler.get_weighed_objects(self.weighers, hosts,
+                                                      _spec())
+        self.assertEqual(0, len(calls))
+        with mock.patch.object(host_state._WEIGHTS_LOG, 'isEnabledFor',
+                               return_value=True):
+            loud = quiet_handler.get_weighed_objects(self.weighers, hosts,
+                                                     _spec())
+        self.assertEqual(1, len(calls))
         self.assertEqual([(w.obj.host, w.weight) for w in loud],
                          [(w.obj.host, w.weight) for w in quiet])
+
+    def test_the_kept_host_manager_weighs_with_it(self):
+        with mock.patch.object(host_manager.HostManager, '__init__',
+                               return_value=None):
+            manager = host_manager.HostManager()
+        manager.weight_handler = weights.HostWeightHandler()
+        host_state.KeptHostManager.adopt(manager)
+        self.assertIsInstance(manager.weight_handler,
+                              host_state.QuietHostWeightHandler)
