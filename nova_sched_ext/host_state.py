@@ -535,7 +535,7 @@ _WEIGHTS_LOG = logging.getLogger(nova_weights.__name__)
 class QuietHostWeightHandler(weights.HostWeightHandler):
     """Nova's weight handler, without its debug lines when they are off.
 
-    Nova's ``BaseWeightHandler.get_weighed_objects`` (2024.2 on) builds
+    Nova's ``BaseWeightHandler.get_weighed_objects`` (Nova 34's) builds
     three dicts per weigher for its debug lines, one entry per host with
     an f-string of the multiplier and weight, whether DEBUG is on or not,
     and asks each weigher's ``weight_multiplier`` per host (an option

@@ -4,7 +4,9 @@
 # run the tests of the code that depends on what differs between releases:
 # the compatibility seam (tests/unit/test_compat.py), the fit engine with
 # its differential tests against that release's own nova.virt.hardware
-# (tests/unit/fit/), and the filters built on it (tests/unit/filters/).
+# (tests/unit/fit/), the filters built on it (tests/unit/filters/), and the
+# kept host manager's weighing against that release's weight handler
+# (tests/unit/test_host_state_weighing.py).
 # Ends with tools/run-tests.sh's line "N passed, N failed, N skipped";
 # exits non-zero if a test failed, none ran, or the venv could not be built.
 #
@@ -41,7 +43,7 @@ case "$1" in
            "32 (2025.2), 33 (2026.1), 34 (2026.2)" >&2; exit 2 ;;
 esac
 shift
-regex=${1:-'^tests\.unit\.(test_compat|fit|filters)\.'}
+regex=${1:-'^tests\.unit\.(test_compat|test_host_state_weighing|fit|filters)\.'}
 
 constraints=tools/constraints/nova-$major.txt
 if [ ! -s "$constraints" ]; then
