@@ -36,12 +36,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 SETTINGS = os.path.join(REPO, 'devstack', 'settings')
 LITE = os.path.join(REPO, 'tools', 'devstack-lite')
+# A guard against a shell that hangs, not a speed check: the plugin's
+# stack phases run Python (config checks), which took over 60 s on a
+# machine at load 19.
+SHELL_TIMEOUT = 600
 
 
 def _bash(script, **env):
     return subprocess.run(
         ['bash', '-c', script], env=dict(os.environ, **env),
-        capture_output=True, text=True, check=True, timeout=60).stdout
+        capture_output=True, text=True, check=True,
+        timeout=SHELL_TIMEOUT).stdout
 
 
 class SettingsTest(base.TestCase):
@@ -446,7 +451,7 @@ class SchedulersPluginTest(RecordedPluginTest):
                 'source %s/devstack/plugin.sh\n'
                 '_nova_sched_ext_check_schedulers' % REPO, 'n-sch')],
             env=dict(os.environ, CALLS=self.calls, **env),
-            capture_output=True, text=True, timeout=60)
+            capture_output=True, text=True, timeout=SHELL_TIMEOUT)
         self.assertEqual(1, result.returncode)
         return result.stderr
 
@@ -483,7 +488,7 @@ class PlacementConflictRetriesPluginTest(RecordedPluginTest):
                 'PLACEMENT_CONF=%s\nsource %s/devstack/plugin.sh\n%s'
                 % (self.placement_conf, REPO, commands), services)],
             env=dict(os.environ, CALLS=self.calls, **env),
-            capture_output=True, text=True, timeout=60)
+            capture_output=True, text=True, timeout=SHELL_TIMEOUT)
 
     def _configured(self, services='placement-api', **env):
         result = self._run('configure_nova_sched_ext_placement', services,
@@ -527,7 +532,7 @@ class PlacementConflictRetriesPluginTest(RecordedPluginTest):
                 'configure_nova_sched_ext_placement' % REPO,
                 'placement-api')],
             env=dict(os.environ, CALLS=self.calls), capture_output=True,
-            text=True, timeout=60)
+            text=True, timeout=SHELL_TIMEOUT)
         self.assertEqual(1, result.returncode)
         self.assertIn('placement-api runs here but PLACEMENT_CONF '
                       '(lib/placement\'s placement.conf) is not set',
