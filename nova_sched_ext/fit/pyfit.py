@@ -203,19 +203,9 @@ def _search(host, request, pci=None):
     (see :func:`_fit_once`): the compute's claim cannot account such a
     topology as the engine would.
     """
-    if host.status == m.HOST_NO_TOPOLOGY:
-        return m.NO, None, None, False
-    if host.status != m.HOST_OK:
-        return m.UNKNOWN, None, None, False
-    if not request.cells or not host.cells:
-        return m.NO, None, None, False
-    if len(host.cells) < len(request.cells):
-        return m.NO, None, None, False
-    if math.perm(len(host.cells), len(request.cells)) > m.MAX_PERMUTATIONS:
-        return m.UNKNOWN, None, None, False
-    if request.pci is not None and pci is None:
-        return m.UNKNOWN, None, None, False
-
+    answer = _before_any_run(host, request, pci)
+    if answer is not None:
+        return answer, None, None, False
     ordered, index_of, cell_ids, pagesizes, pinned_in = _first_run(
         host, request)
     for _candidate in range(host.candidates):
@@ -248,12 +238,11 @@ def run_outcomes(host, request, pci=None):
     """
     m.check(m.host_problem(host))
     m.check(m.request_problem(request))
-    answer = _search(host, request, pci)[0]
+    answer = _before_any_run(host, request, pci)
     if answer == m.UNKNOWN:
         return None
     if answer == m.NO:
         return (False,) * host.candidates
-    # _search's preamble passed (it answered YES): run every candidate.
     ordered, index_of, cell_ids, pagesizes, pinned_in = _first_run(
         host, request)
     outcomes = []
@@ -267,6 +256,23 @@ def run_outcomes(host, request, pci=None):
             outcomes.extend([outcomes[-1]] *
                             (host.candidates - len(outcomes)))
     return tuple(outcomes)
+
+
+def _before_any_run(host, request, pci):
+    """The answer known before any run (NO or UNKNOWN), or None."""
+    if host.status == m.HOST_NO_TOPOLOGY:
+        return m.NO
+    if host.status != m.HOST_OK:
+        return m.UNKNOWN
+    if not request.cells or not host.cells:
+        return m.NO
+    if len(host.cells) < len(request.cells):
+        return m.NO
+    if math.perm(len(host.cells), len(request.cells)) > m.MAX_PERMUTATIONS:
+        return m.UNKNOWN
+    if request.pci is not None and pci is None:
+        return m.UNKNOWN
+    return None
 
 
 def _first_run(host, request):
