@@ -36,9 +36,10 @@ Nova's filter would have:
   hosts have two: Nova asks placement for ``PCPU`` and again for
   ``VCPU``) passes with the candidates Nova's filter would keep: those
   whose run fits.  Because each run starts from the last one's ids, a
-  later candidate can fail where the first fitted; the C helper says
-  whether some run fits, and for these hosts the Python twin replays every
-  run (:func:`nova_sched_ext.fit.pyfit.run_outcomes`) to say which.  The
+  later candidate can fail where the first fitted; for these hosts the
+  engine replays every run to say which
+  (:func:`nova_sched_ext.fit.engine.run_outcomes`: the C helper's
+  ``nse_fit_runs``, or its Python twin ``pyfit.run_outcomes``).  The
   scheduler claims from the pruned list (its first candidate), builds
   alternates from it and filters it again in a multi-create's next round;
 - every other case is handed to Nova's own ``NUMATopologyFilter`` code for

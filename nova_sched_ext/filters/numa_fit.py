@@ -153,15 +153,11 @@ def candidate_runs(hosts, spec_obj):
         # With a PCI request each run also reads its candidate's provider
         # mapping (which pools it may take): Nova decides.
         return [None] * len(hosts)
-    result = []
-    for host, prepared in zip(hosts, adapters.prepared_hosts(hosts)):
-        runs = engine.run_outcomes(prepared, request)
-        if runs is not None and len(runs) != len(
-                host.allocation_candidates):
-            # more candidates than the engine replays
-            runs = None
-        result.append(runs)
-    return result
+    runs = engine.run_outcomes(adapters.prepared_hosts(hosts), request)
+    # None where a host has more candidates than the engine replays
+    return [None if host_runs is None or len(host_runs) != len(
+        host.allocation_candidates) else host_runs
+        for host, host_runs in zip(hosts, runs)]
 
 
 def replayed_every_candidate(host):

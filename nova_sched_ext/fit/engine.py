@@ -193,20 +193,54 @@ def check_hosts(hosts, request, pcis=None):
     return _check_python(hosts, request, pcis)
 
 
-def run_outcomes(prepared, request, pci=None):
-    """Whether each of Nova's runs on a prepared host fits, or None.
+def _runs_python(hosts, request):
+    result = []
+    for prepared in hosts:
+        try:
+            result.append(pyfit.run_outcomes(prepared.model, request))
+        except m.InvalidInput:
+            result.append(None)
+    return result
 
-    One run per allocation candidate the host's model replays, as Nova's
-    ``NUMATopologyFilter`` runs them (:func:`pyfit.run_outcomes`); None
-    where the answer is UNKNOWN or the input is refused.  Asked of the
-    Python twin whatever ``fit_backend`` says: the C helper answers
-    whether some run fits, and only the hosts it says YES for with
-    several candidates need to know which.
+
+def _runs_c(hosts, request):
+    """:func:`run_outcomes` in C.
+
+    :raises lowlevel.HelperError: the helper refused the input
     """
-    try:
-        return pyfit.run_outcomes(prepared.model, request, pci)
-    except m.InvalidInput:
-        return None
+    answers, runs = lowlevel.fit_runs(
+        [h.packed for h in hosts], [h.model.candidates for h in hosts],
+        request)
+    return [None if answer == m.UNKNOWN else host_runs
+            for answer, host_runs in zip(answers, runs)]
+
+
+def run_outcomes(hosts, request):
+    """Whether each of Nova's runs fits, per prepared host, or None.
+
+    One run per allocation candidate each host's model replays, as Nova's
+    ``NUMATopologyFilter`` runs them (:func:`pyfit.run_outcomes`): a list
+    parallel to ``hosts`` of tuples of booleans, None for a host whose
+    answer is UNKNOWN or whose input is refused.  The C helper answers
+    them (``nse_fit_runs``) with ``fit_backend = c``, the twin otherwise.
+
+    :param request: a :class:`~nova_sched_ext.fit.model.Request` without
+        PCI devices (each run of those reads its candidate's provider
+        mapping, which the engine does not model)
+    :raises ValueError: the request has PCI devices
+    :raises lowlevel.HelperUnavailable: ``fit_backend = c`` and the C
+        helper cannot be used
+    """
+    if request.pci is not None:
+        raise ValueError('the runs of a request with PCI devices are '
+                         'not replayed')
+    hosts = list(hosts)
+    if m.request_problem(request) is not None:
+        return [None] * len(hosts)
+    if backend_name() == 'c':
+        return with_fallback(functools.partial(_runs_c, hosts, request),
+                             functools.partial(_runs_python, hosts, request))
+    return _runs_python(hosts, request)
 
 
 def fits(host, request, pci=None):

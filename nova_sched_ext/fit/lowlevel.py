@@ -9,7 +9,8 @@ lists, so that no ``ffi`` or ``lib`` object leaves this module.
 * :func:`available` / :func:`require`: whether the helper loads (once,
   thread-safe) and agrees with the Python side, or why not
   (:class:`HelperUnavailable`).
-* :func:`fit_hosts` (``nse_fit_hosts``), :func:`slots` (``nse_slots``),
+* :func:`fit_hosts` (``nse_fit_hosts``), :func:`fit_runs`
+  (``nse_fit_runs``), :func:`slots` (``nse_slots``),
   :func:`slot_weights_indexed` (``nse_slot_weights_indexed``).
 * :func:`packed_shapes`: a reference list of shapes and their weights,
   marshalled once per list (cached) and shared by every caller. A request
@@ -285,6 +286,45 @@ def fit_hosts(records, request, pci_words=None):
         ffi.from_buffer(buffer), len(buffer), n_hosts,
         _c_request(ffi, request), pci, pci_len, answers))
     return list(ffi.unpack(answers, n_hosts))
+
+
+def fit_runs(records, candidates, request):
+    """``nse_fit_runs``: every one of Nova's runs on each host record.
+
+    :param records: a list of packed host records (``PreparedHost.packed``)
+    :param candidates: a list parallel to ``records``: the number of
+        allocation candidates each record replays (its model's
+        ``candidates``)
+    :param request: a :class:`~nova_sched_ext.fit.model.Request` without
+        PCI devices
+    :returns: ``(answers, runs)``: YES / NO / UNKNOWN per record, and per
+        record a tuple of booleans, one per candidate: whether that run
+        fits (all False unless the answer is YES)
+    :raises HelperError: the helper refused the input (a request with PCI
+        devices, or ``candidates`` that are not the records')
+    :raises ValueError: ``candidates`` is not one count per record, each
+        in 0..``MAX_CANDIDATES``
+    """
+    n_hosts = len(records)
+    if len(candidates) != n_hosts or not all(
+            0 <= count <= m.MAX_CANDIDATES for count in candidates):
+        raise ValueError('fit_runs needs one count per record, each in '
+                         '0..%d' % m.MAX_CANDIDATES)
+    module = require()
+    ffi, lib = module.ffi, module.lib
+    buffer = b''.join(records)
+    total = sum(candidates)
+    answers = ffi.new('unsigned char[]', max(n_hosts, 1))
+    runs = ffi.new('unsigned char[]', max(total, 1))
+    _check('nse_fit_runs', lib.nse_fit_runs(
+        ffi.from_buffer(buffer), len(buffer), n_hosts,
+        _c_request(ffi, request), answers, runs, total))
+    flat = ffi.unpack(runs, total)
+    per_host, start = [], 0
+    for count in candidates:
+        per_host.append(tuple(bool(run) for run in flat[start:start + count]))
+        start += count
+    return list(ffi.unpack(answers, n_hosts)), per_host
 
 
 def slots(records, shapes, request=None, counts=True):

@@ -479,14 +479,16 @@ static int check_host_head(const struct nse_host *host)
     return 1;
 }
 
-static int fit_host(const struct nse_host *host,
-                    const struct nse_host_cell *cells,
-                    const struct nse_request *req, const int64_t *pci,
-                    struct search *found)
+/* What every one of Nova's runs on a host starts from, into *sp: the host
+ * cells in Nova's order and the instance cells' state (pyfit._first_run).
+ * Returns the answer when it is known before any run (NSE_NO,
+ * NSE_UNKNOWN; pyfit._before_any_run), else -1. */
+static int start_runs(const struct nse_host *host,
+                      const struct nse_host_cell *cells,
+                      const struct nse_request *req, const int64_t *pci,
+                      struct search *sp)
 {
-    struct search local;
-    struct search *sp = found ? found : &local;
-    int i, candidate;
+    int i;
 
     if (host->status == NSE_HOST_NO_TOPOLOGY)
         return NSE_NO;
@@ -511,25 +513,79 @@ static int fit_host(const struct nse_host *host,
         sp->pagesize[i] = req->cells[i].pagesize;
         sp->pinned_in[i] = -1;
     }
-    for (candidate = 0; candidate < host->candidates; candidate++) {
-        int32_t ids_before[NSE_MAX_CELLS];
-        int64_t pagesizes_before[NSE_MAX_CELLS];
+    return -1;
+}
 
-        memcpy(ids_before, sp->inst_id, sizeof(ids_before));
-        memcpy(pagesizes_before, sp->pagesize, sizeof(pagesizes_before));
-        sp->cache.n = 0;
-        memset(sp->used, 0, sizeof(sp->used));
-        if (permute(sp, 0))
+/* One of Nova's runs (one allocation candidate) from the state the run
+ * before left (pyfit._fit_once): 1 when it fits.  *same says whether the
+ * run left the instance cells' ids and page sizes as it found them: every
+ * later run then starts from this state and ends the same way. */
+static int one_run(struct search *sp, int *same)
+{
+    int32_t ids_before[NSE_MAX_CELLS];
+    int64_t pagesizes_before[NSE_MAX_CELLS];
+    size_t n = (size_t)sp->req->n_cells;
+    int fits;
+
+    memcpy(ids_before, sp->inst_id, sizeof(ids_before));
+    memcpy(pagesizes_before, sp->pagesize, sizeof(pagesizes_before));
+    sp->cache.n = 0;
+    memset(sp->used, 0, sizeof(sp->used));
+    fits = permute(sp, 0);
+    *same = memcmp(ids_before, sp->inst_id, n * sizeof(int32_t)) == 0 &&
+        memcmp(pagesizes_before, sp->pagesize, n * sizeof(int64_t)) == 0;
+    return fits;
+}
+
+static int fit_host(const struct nse_host *host,
+                    const struct nse_host_cell *cells,
+                    const struct nse_request *req, const int64_t *pci,
+                    struct search *found)
+{
+    struct search local;
+    struct search *sp = found ? found : &local;
+    int candidate, same;
+    int answer = start_runs(host, cells, req, pci, sp);
+
+    if (answer >= 0)
+        return answer;
+    for (candidate = 0; candidate < host->candidates; candidate++) {
+        if (one_run(sp, &same))
             return NSE_YES;
-        /* the next candidate would start from the same state and fail the
-         * same way (pyfit._search) */
-        if (memcmp(ids_before, sp->inst_id,
-                   (size_t)req->n_cells * sizeof(int32_t)) == 0 &&
-                memcmp(pagesizes_before, sp->pagesize,
-                       (size_t)req->n_cells * sizeof(int64_t)) == 0)
+        /* the next candidate would fail the same way (pyfit._search) */
+        if (same)
             break;
     }
     return NSE_NO;
+}
+
+/* Every one of Nova's runs on a host, one per allocation candidate, into
+ * runs[0..host->candidates): 1 where the run fits (pyfit.run_outcomes).
+ * Returns the host's answer; the runs are all 0 unless it is NSE_YES. */
+static int fit_runs(const struct nse_host *host,
+                    const struct nse_host_cell *cells,
+                    const struct nse_request *req, unsigned char *runs)
+{
+    struct search search;
+    int candidate, same, fits;
+    int answer = start_runs(host, cells, req, NULL, &search);
+
+    memset(runs, 0, (size_t)host->candidates);
+    if (answer >= 0)
+        return answer;
+    answer = NSE_NO;
+    for (candidate = 0; candidate < host->candidates; candidate++) {
+        fits = one_run(&search, &same);
+        runs[candidate] = (unsigned char)fits;
+        if (fits)
+            answer = NSE_YES;
+        if (same) {
+            memset(runs + candidate, fits,
+                   (size_t)(host->candidates - candidate));
+            break;
+        }
+    }
+    return answer;
 }
 
 /* Read the host record at *offset and advance it; 0 or NSE_ERR_*. */
@@ -595,6 +651,36 @@ int nse_fit_hosts(const unsigned char *hosts, size_t hosts_len,
                                              NULL);
     }
     if (offset != hosts_len)
+        return NSE_ERR_TRUNCATED;
+    return 0;
+}
+
+int nse_fit_runs(const unsigned char *hosts, size_t hosts_len,
+                 int32_t n_hosts, const struct nse_request *req,
+                 unsigned char *answers, unsigned char *runs,
+                 size_t runs_len)
+{
+    size_t offset = 0, runs_offset = 0;
+    int32_t h;
+
+    /* each run of a PCI request also reads its candidate's provider
+     * mapping, which no record carries */
+    if (!check_request(req) || req->has_pci)
+        return NSE_ERR_BAD_REQUEST;
+    for (h = 0; h < n_hosts; h++) {
+        struct nse_host host;
+        const struct nse_host_cell *cells;
+        int rc = next_host(hosts, hosts_len, &offset, &host, &cells);
+
+        if (rc)
+            return rc;
+        if (runs_len - runs_offset < (size_t)host.candidates)
+            return NSE_ERR_TRUNCATED;
+        answers[h] = (unsigned char)fit_runs(&host, cells, req,
+                                             runs + runs_offset);
+        runs_offset += (size_t)host.candidates;
+    }
+    if (offset != hosts_len || runs_offset != runs_len)
         return NSE_ERR_TRUNCATED;
     return 0;
 }

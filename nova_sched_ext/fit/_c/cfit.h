@@ -155,6 +155,22 @@ int nse_fit_hosts(const unsigned char *hosts, size_t hosts_len,
                   unsigned char *answers);
 
 /*
+ * Nova's runs, one per allocation candidate, for each of n_hosts records:
+ * answers[h] as nse_fit_hosts, and runs[o + c] 1 where the run of the
+ * host's candidate c fits, 0 where it does not, o being the sum of the
+ * candidates of the records before h (NUMATopologyFilter keeps a host's
+ * candidates whose run fits, each run starting from what the one before
+ * left).  runs_len must be the sum of every record's candidates.  A host
+ * not answered NSE_YES has all its runs 0.  A request with PCI devices is
+ * refused (NSE_ERR_BAD_REQUEST): their runs read each candidate's provider
+ * mapping.  Returns 0 or a negative NSE_ERR_*.
+ */
+int nse_fit_runs(const unsigned char *hosts, size_t hosts_len,
+                 int32_t n_hosts, const struct nse_request *req,
+                 unsigned char *answers, unsigned char *runs,
+                 size_t runs_len);
+
+/*
  * Slot counting.  For each host and each of n_shapes shapes, before[h *
  * n_shapes + s] is how many more instances of that shape the host can take
  * at the same time (see doc/source/numa_slot_weigher.rst for the

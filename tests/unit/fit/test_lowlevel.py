@@ -268,7 +268,8 @@ class TestOneFallbackRule(base.TestCase):
         self.logs = self.useFixture(fixtures.FakeLogger(level='ERROR'))
 
     def refuse(self, entry_point, code):
-        name = {'nse_fit_hosts': 'fit_hosts', 'nse_slots': 'slots',
+        name = {'nse_fit_hosts': 'fit_hosts', 'nse_fit_runs': 'fit_runs',
+                'nse_slots': 'slots',
                 'nse_slot_weights_indexed': 'slot_weights_indexed'}
         return self.useFixture(fixtures.MockPatchObject(
             lowlevel, name[entry_point],
@@ -291,6 +292,21 @@ class TestOneFallbackRule(base.TestCase):
         self.assertEqual([m.YES, m.NO], engine.check_hosts(hosts, request))
         self.assertEqual(1, refused.call_count)
         self.assertOneError('nse_fit_hosts', 'NSE_ERR_BAD_HOST')
+
+    def test_runs_path(self):
+        # The runs of hosts with several candidates: the twin's, once the
+        # helper refuses, and one error.
+        full = test_refusals.cell(free_pcpus=0, free_sibling_sizes=(0, 0))
+        hosts = [engine.prepare(test_refusals.host(candidates=2)),
+                 engine.prepare(test_refusals.host(
+                     cells=(full, full._replace(id=1)), candidates=3))]
+        request = test_refusals.request(pcpus=4)
+        expected = [(True, True), (False, False, False)]
+        self.assertEqual(expected, engine.run_outcomes(hosts, request))
+        refused = self.refuse('nse_fit_runs', -2)
+        self.assertEqual(expected, engine.run_outcomes(hosts, request))
+        self.assertEqual(1, refused.call_count)
+        self.assertOneError('nse_fit_runs', 'NSE_ERR_BAD_HOST')
 
     def test_slot_counting_path(self):
         host = engine.prepare(test_refusals.host())

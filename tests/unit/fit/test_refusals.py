@@ -93,6 +93,15 @@ class TestBothEnginesRefuse(base.TestCase):
             return exc.code, None
 
     @staticmethod
+    def _c_runs(record, req, candidates=1):
+        """The return code of nse_fit_runs for one host record."""
+        try:
+            lowlevel.fit_runs([record], [candidates], req)
+        except lowlevel.HelperError as exc:
+            return exc.code
+        return 0
+
+    @staticmethod
     def _c_slots(record, shape, weight=1.0):
         """The return code of nse_slots for one host record."""
         try:
@@ -110,6 +119,10 @@ class TestBothEnginesRefuse(base.TestCase):
         rc, answers = self._c_fit(packing.pack_host(good), request())
         self.assertEqual(0, rc)
         self.assertEqual([pyfit.fits(good, request())], answers)
+        self.assertEqual(
+            ([m.YES], [pyfit.run_outcomes(good, request())]),
+            lowlevel.fit_runs([packing.pack_host(good)],
+                              [m.MAX_CANDIDATES], request()))
         self.assertEqual(0, self._c_slots(packing.pack_host(good), SHAPE))
         self.assertEqual(m.YES, engine.fits(good, request()))
 
@@ -120,9 +133,13 @@ class TestBothEnginesRefuse(base.TestCase):
             self.assertRaises(m.InvalidInput, pyfit.slots, bad, SHAPE)
             self.assertRaises(m.InvalidInput, pyfit.slot_weights, [bad],
                               [SHAPE], [1.0], SHAPE)
+            self.assertRaises(m.InvalidInput, pyfit.run_outcomes, bad,
+                              request())
             record = packing.pack_host(bad)
             rc, _answers = self._c_fit(record, request())
             self.assertEqual(self.c['NSE_ERR_BAD_HOST'], rc, name)
+            self.assertEqual(self.c['NSE_ERR_BAD_HOST'],
+                             self._c_runs(record, request()), name)
             self.assertEqual(self.c['NSE_ERR_BAD_HOST'],
                              self._c_slots(record, SHAPE), name)
 
@@ -142,6 +159,10 @@ class TestBothEnginesRefuse(base.TestCase):
             self.assertRaises(m.InvalidInput, pyfit.fits, host(), bad)
             rc, _answers = self._c_fit(record, bad)
             self.assertEqual(self.c['NSE_ERR_BAD_REQUEST'], rc, name)
+            self.assertRaises(m.InvalidInput, pyfit.run_outcomes, host(),
+                              bad)
+            self.assertEqual(self.c['NSE_ERR_BAD_REQUEST'],
+                             self._c_runs(record, bad), name)
             shape = m.Shape(vcpus=1, memory_mb=1, numa=bad)
             self.assertRaises(m.InvalidInput, pyfit.slots, host(), shape)
             self.assertEqual(self.c['NSE_ERR_BAD_REQUEST'],
@@ -149,6 +170,27 @@ class TestBothEnginesRefuse(base.TestCase):
             self.assertEqual([m.UNKNOWN],
                              engine.check_hosts([engine.prepare(host())],
                                                 bad), name)
+
+    def test_runs_need_the_records_counts_and_no_pci(self):
+        # nse_fit_runs writes one byte per run of each record: a count
+        # that is not the record's is refused, not written past.
+        three = packing.pack_host(host(candidates=3))
+        for count in (2, 4):
+            self.assertEqual(self.c['NSE_ERR_TRUNCATED'],
+                             self._c_runs(three, request(), count))
+        self.assertEqual(0, self._c_runs(three, request(), 3))
+        self.assertEqual(
+            ([m.YES], [(True, True, True)]),
+            lowlevel.fit_runs([three], [3], request()))
+        for counts in ([m.MAX_CANDIDATES + 1], [-1], [3, 3]):
+            self.assertRaises(ValueError, lowlevel.fit_runs, [three],
+                              counts, request())
+        with_pci = request()._replace(pci=m.PciRequest(
+            count=1, policy=m.PCI_LEGACY))
+        self.assertEqual(self.c['NSE_ERR_BAD_REQUEST'],
+                         self._c_runs(three, with_pci, 3))
+        self.assertRaises(ValueError, engine.run_outcomes,
+                          [engine.prepare(host())], with_pci)
 
     def test_bad_slot_weights_are_refused_by_both(self):
         record = packing.pack_host(host())
