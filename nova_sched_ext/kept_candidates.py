@@ -87,7 +87,8 @@ class KeptCandidates(object):
     :param clock: monotonic seconds (tests pass their own)
 
     Options (read when built): ``[nova_sched_ext] kept_state_poll_interval``,
-    ``kept_state_resync_interval``, ``kept_state_max_age``.
+    ``kept_state_resync_interval``, ``kept_state_resync_max_rate``,
+    ``kept_state_max_age``.
     """
 
     def __init__(self, reader_factory, clock=time.monotonic):
@@ -104,6 +105,7 @@ class KeptCandidates(object):
         opts = CONF.nova_sched_ext
         self.poll_interval = opts.kept_state_poll_interval
         self.resync_interval = opts.kept_state_resync_interval
+        self.resync_max_rate = opts.kept_state_resync_max_rate
         self.max_age = opts.kept_state_max_age
         self._poller = poller.Poller(
             lambda: self.poll(), lambda: self.poll_interval,
@@ -147,7 +149,7 @@ class KeptCandidates(object):
     def _resync_slice(self, state):
         """Read the usages of the providers due (see ``resync``)."""
         freed = state.resync(self._clock(), self.resync_interval,
-                             self.poll_interval)
+                             self.poll_interval, self.resync_max_rate)
         if freed:
             LOG.info('Kept provider state: the resync found the usages of '
                      '%d provider(s) changed without a word from their '

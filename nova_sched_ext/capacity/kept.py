@@ -169,8 +169,8 @@ class KeptCount(object):
 
     Options (read when built): ``[nova_sched_ext_capacity]
     kept_state_poll_interval``, ``kept_state_resync_interval``,
-    ``kept_state_max_age``, ``placement_workers``; ``[nova_sched_ext]
-    host_state_clock_margin``.
+    ``kept_state_resync_max_rate``, ``kept_state_max_age``,
+    ``placement_workers``; ``[nova_sched_ext] host_state_clock_margin``.
     """
 
     def __init__(self, context=None, reader=None, clock=time.monotonic,
@@ -178,6 +178,7 @@ class KeptCount(object):
         opts = CONF.nova_sched_ext_capacity
         self.poll_interval = opts.kept_state_poll_interval
         self.resync_interval = opts.kept_state_resync_interval
+        self.resync_max_rate = opts.kept_state_resync_max_rate
         self.max_age = opts.kept_state_max_age
         self._context = context or nova_context.get_admin_context()
         self._reader = reader
@@ -242,7 +243,8 @@ class KeptCount(object):
             if self.resync_interval:
                 freed = self._providers.resync(self._clock(),
                                                self.resync_interval,
-                                               self.poll_interval)
+                                               self.poll_interval,
+                                               self.resync_max_rate)
                 if freed:
                     LOG.info('Kept capacity state: the resync found the '
                              'usages of %d provider(s) changed while their '

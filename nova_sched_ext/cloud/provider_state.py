@@ -209,7 +209,7 @@ class ProviderState(object):
                     changed.add(uuid)
         return frozenset(changed)
 
-    def resync(self, now, interval, step=None):
+    def resync(self, now, interval, step=None, max_rate=None):
         """After a poll's refresh: read the usages due by ``now``.
 
         ``now`` is a reading of the poller's clock, taken after the
@@ -225,7 +225,8 @@ class ProviderState(object):
         a larger share, and take longer again (at 10,000 providers, three
         schedulers on one busy placement process saw their polls grow from
         9 s to over a minute, older than the state may be used).  The
-        resync then falls behind its interval instead.
+        resync then falls behind its interval instead.  ``max_rate`` (reads
+        a second, None or 0: no cap) caps it too (:meth:`resync_due`).
         """
         since, self._resync_at = self._resync_at, now
         if since is None:
@@ -233,23 +234,30 @@ class ProviderState(object):
         elapsed = now - since
         if step:
             elapsed = min(elapsed, 2.0 * step)
-        return self.resync_due(elapsed, interval)
+        return self.resync_due(elapsed, interval, max_rate)
 
-    def resync_due(self, elapsed, interval):
+    def resync_due(self, elapsed, interval, max_rate=None):
         """Read the usages of the providers due, round-robin.
 
         Every provider's usages are read once per ``interval`` seconds,
         spread over the polls (``elapsed`` seconds since the last one)
         rather than all at once: at 10,000 providers a poll every second
         reads about 17 of them with a 600 s interval, instead of one poll
-        of 10,000 calls every ten minutes.  Returns what
+        of 10,000 calls every ten minutes.  With ``max_rate`` (reads a
+        second) the share is at most ``max_rate * elapsed``: on a cloud
+        with more providers than ``interval * max_rate`` a round takes
+        ``providers / max_rate`` seconds instead (at 10,000 providers,
+        three schedulers with a 600 s interval sent placement 50 usage
+        reads a second, two fifths of its time in a burst).  Returns what
         :meth:`resync_usages` returns.
         """
         uuids = self.uuids()
         if not uuids or not interval:
             return frozenset()
-        due = min(len(uuids), self._resync_credit +
-                  len(uuids) * elapsed / interval)
+        rate = len(uuids) / interval
+        if max_rate:
+            rate = min(rate, max_rate)
+        due = min(len(uuids), self._resync_credit + rate * elapsed)
         count = int(due)
         self._resync_credit = due - count
         if not count:

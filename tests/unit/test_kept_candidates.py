@@ -255,6 +255,28 @@ class KeptCandidatesTest(base.TestCase):
         self.kept.poll()
         self.assertEqual(1 + 1, self.client.calls - before)
 
+    def test_the_resync_reads_at_most_its_rate(self):
+        # 8 providers in 2 poll intervals would be 4 reads a poll; capped
+        # at one read a second, a poll (one second) reads one, and the
+        # round takes 8 polls.  0 sets no cap.
+        self.assertEqual(5.0, self.kept.resync_max_rate)
+        self.kept.resync_interval = 2 * self.kept.poll_interval
+        self.kept.resync_max_rate = 1.0 / self.kept.poll_interval
+        self.placement.create([node(vcpus=4) for _ in range(8)])
+        self.kept.poll()
+        reads = []
+        for _poll in range(3):
+            self.clock.now += self.kept.poll_interval
+            before = self.client.calls
+            self.kept.poll()
+            reads.append(self.client.calls - before - 1)
+        self.assertEqual([1, 1, 1], reads)
+        self.kept.resync_max_rate = 0
+        self.clock.now += self.kept.poll_interval
+        before = self.client.calls
+        self.kept.poll()
+        self.assertEqual(4, self.client.calls - before - 1)
+
     def test_a_compute_telling_of_a_host_marks_its_providers(self):
         first, second = self.placement.create([node(vcpus=4), node(vcpus=4)])
         consumers = [self.claim(host.uuid, 4)[0] for host in (first, second)]
