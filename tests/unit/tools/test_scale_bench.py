@@ -12,6 +12,7 @@
 
 """``nova-sched-ext-bench scale`` runs end to end and reports its shape."""
 
+import gc
 import importlib.util
 import json
 import os
@@ -250,6 +251,25 @@ class TestScaleBenchHelpers(base.TestCase):
         self.assertEqual(2.0, phases['refresh_objects'])
         self.assertEqual(7.0, phases['own'])
         self.assertEqual(1.0, phases['other'])
+
+    def test_the_clock_times_collections_while_it_runs(self):
+        clock = scale.Clock()
+        self.addCleanup(clock.close)
+        gc.collect()
+        self.assertIsNone(clock.current)
+        clock.start()
+        cycles = [[] for _ in range(20000)]
+        for cycle in cycles:
+            cycle.append(cycle)
+        del cycles
+        gc.collect()
+        phases, _names = clock.stop()
+        self.assertGreater(phases['gc'], 0.0)
+        # not running: nothing is added; closed: no longer called
+        gc.collect()
+        self.assertIsNone(clock.current)
+        clock.close()
+        self.assertNotIn(clock._gc_callback, gc.callbacks)
 
     def test_bad_sizes_are_one_line(self):
         for bad in ('', 'ten', '1000,-1', '0'):
