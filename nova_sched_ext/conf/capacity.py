@@ -21,6 +21,7 @@ the capacity API and of the Prometheus exporter, read from the scheduler's
 from oslo_config import cfg
 
 from nova_sched_ext.conf import types
+from nova_sched_ext.conf import utils
 
 GROUP_NAME = 'nova_sched_ext_capacity'
 
@@ -211,19 +212,7 @@ kept_state_opts = [
              'without its compute node\'s record changing (an allocation '
              'removed by hand or by another service) stays unseen. 0 '
              'never does.'),
-    types.FiniteFloatOpt(
-        'kept_state_resync_max_rate',
-        default=5.0, min=0.0,
-        help='At most how many usage reads a second the kept capacity '
-             'state\'s resync sends placement (see '
-             'kept_state_resync_interval); 0 sets no cap. On a cloud with '
-             'more resource providers than kept_state_resync_interval '
-             'times this, a round of the resync takes providers / '
-             'kept_state_resync_max_rate seconds instead (at 10,000 '
-             'providers and the defaults, 2,000 s rather than 600 s). '
-             'Each process of the API resyncs on its own: at 10,000 '
-             'providers, three of them with no cap sent placement 50 '
-             'reads a second.'),
+    utils.resync_max_rate_opt('kept capacity state', 'process of the API'),
     types.FiniteFloatOpt(
         'kept_state_max_age',
         default=60.0, min=1.0,

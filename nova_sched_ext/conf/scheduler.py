@@ -21,6 +21,7 @@ queries) and the preemption driver read them from ``nova.conf``.
 from oslo_config import cfg
 
 from nova_sched_ext.conf import types
+from nova_sched_ext.conf import utils
 
 GROUP_NAME = 'nova_sched_ext'
 
@@ -368,19 +369,7 @@ kept_state_opts = [
              'or by another service) stays unseen. 0 never does. Placement '
              'does not change a provider\'s generation when allocations '
              'are removed.'),
-    types.FiniteFloatOpt(
-        'kept_state_resync_max_rate',
-        default=5.0, min=0.0,
-        help='At most how many usage reads a second the kept provider '
-             'state\'s resync sends placement (see '
-             'kept_state_resync_interval); 0 sets no cap. On a cloud with '
-             'more resource providers than kept_state_resync_interval '
-             'times this, a round of the resync takes providers / '
-             'kept_state_resync_max_rate seconds instead (at 10,000 '
-             'providers and the defaults, 2,000 s rather than 600 s). '
-             'Each scheduler resyncs on its own: at 10,000 providers, '
-             'three of them with no cap sent placement 50 reads a '
-             'second.'),
+    utils.resync_max_rate_opt('kept provider state', 'scheduler'),
     types.FiniteFloatOpt(
         'kept_state_max_age',
         default=30.0, min=0.1,
