@@ -23,7 +23,8 @@ case " ${CFLAGS:-} " in
 esac
 
 tar -C "$src" --exclude='*.so' --exclude='__pycache__' \
-    -cf - nova_sched_ext nova_sched_ext_tools tests .stestr.conf | tar -C "$work" -xf -
+    -cf - nova_sched_ext nova_sched_ext_tools tests tools .stestr.conf |
+    tar -C "$work" -xf -
 cd "$work"
 
 # Compile in place, in the copy, through the package's own cffi build
