@@ -404,7 +404,9 @@ class BrokerOnTwoClusters(unittest.TestCase):
         for pool in ('dpdk', 'normal'):
             self.boot_direct('cluster-a', 'nse.c2.dpdk' if pool == 'dpdk'
                              else 'nse.c2', pool)
+        # the plan reads both pools' figures: wait for both boots to show
         self.wait_capacity('cluster-a', 'nse.c2.numa.dpdk', 0)
+        self.wait_capacity('cluster-a', 'nse.c2.numa', 0)
         self.wait_capacity('cluster-a', 'nse.c2.dpdk', 1)
         request = self.request(count=1, clusters=('cluster-a',))
         plan = self.broker().plan(request)
