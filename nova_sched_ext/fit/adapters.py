@@ -367,15 +367,6 @@ def _refresh(host_state):
     return prepared
 
 
-def rebuild_prepared_host(host_state):
-    """Rebuild the packed model of a ``HostState`` now, for one candidate.
-
-    For callers that keep their own record of what changed (the slot
-    arena): it refreshes the per-host cache as a miss would.
-    """
-    return _refresh(host_state)
-
-
 def prepared_hosts(host_states, per_candidate=True):
     """The cached, packed models of many ``HostState`` objects.
 

@@ -175,7 +175,11 @@ class SlotArena(object):
         version = hoststamp.version(host_state)
         # The record is built for one fit run: the weigher places a
         # request as consume_from_request does, whatever the candidates.
-        record = adapters.rebuild_prepared_host(host_state).packed
+        # The host's own cache has it when its stamp vouches for it (the
+        # filter built it this request, or the kept host state's warm-up
+        # did); else it is built now, as a miss of that cache would.
+        record = adapters.prepared_hosts((host_state,),
+                                         per_candidate=False)[0].packed
         stamp = hoststamp.vouching_stamp(version)
         new = slot is None
         if new:

@@ -178,8 +178,8 @@ class TestSlotArena(base.TestCase):
         arena = slotcache.SlotArena([big, small], [16.0, 4.0])
         self.check(arena, hosts, small)
         with mock.patch.object(
-                adapters, 'rebuild_prepared_host',
-                side_effect=adapters.rebuild_prepared_host) as rebuild:
+                adapters, '_refresh',
+                side_effect=adapters._refresh) as rebuild:
             # What Nova's HostManager does before each request: new, equal
             # topology and 'updated' objects.
             for h in hosts:
@@ -206,14 +206,34 @@ class TestSlotArena(base.TestCase):
             self.assertEqual([hoststamp.stamp(h) for h in hosts],
                              arena._stamps)
 
+    def test_a_new_host_takes_the_model_its_cache_vouches_for(self):
+        # The filter (or the kept host state's warm-up) built the models:
+        # the arena does not build them again.
+        small, big = self._shapes()
+        hosts = self._cloud(6)
+        for h in hosts:
+            h.updated = datetime.datetime(2026, 1, 1, 12, 0, 0)
+        adapters.prepared_hosts(hosts)
+        arena = slotcache.SlotArena([big, small], [16.0, 4.0])
+        with mock.patch.object(adapters, '_refresh',
+                               side_effect=adapters._refresh) as rebuild:
+            self.check(arena, hosts, small)
+            self.assertEqual(0, rebuild.call_count)
+            # one that changed since is built, for both
+            hosts[0].updated += datetime.timedelta(seconds=1)
+            hosts[0].numa_topology = bench_host(1)
+            arena = slotcache.SlotArena([big, small], [16.0, 4.0])
+            self.check(arena, hosts, small)
+            self.assertEqual(1, rebuild.call_count)
+
     def test_hosts_without_a_stamp_are_compared_field_by_field(self):
         small, big = self._shapes()
         hosts = self._cloud(3)
         arena = slotcache.SlotArena([big, small], [16.0, 4.0])
         self.check(arena, hosts, small)
         with mock.patch.object(
-                adapters, 'rebuild_prepared_host',
-                side_effect=adapters.rebuild_prepared_host) as rebuild:
+                adapters, '_refresh',
+                side_effect=adapters._refresh) as rebuild:
             self.check(arena, hosts, small)
             self.assertEqual(0, rebuild.call_count)
             hosts[0].numa_topology = bench_host(1)
@@ -293,7 +313,7 @@ class TestAHostThatCannotBeStored(base.TestCase):
                                          [16.0, 4.0])
         self.check = cloud.check
         self.failing = True
-        real = adapters.rebuild_prepared_host
+        real = adapters._refresh
 
         def rebuild(host):
             if host is self.bad and self.failing:
@@ -301,7 +321,7 @@ class TestAHostThatCannotBeStored(base.TestCase):
             return real(host)
 
         self.useFixture(fixtures.MockPatchObject(
-            adapters, 'rebuild_prepared_host', side_effect=rebuild))
+            adapters, '_refresh', side_effect=rebuild))
 
     def assertConsistent(self):
         arena = self.arena

@@ -285,8 +285,8 @@ class TestKeptBetweenRequests(WeigherTestCase):
     def test_unchanged_hosts_are_not_rebuilt(self):
         hosts = [host_state('a', [8, 8]), host_state('b', [6, 6])]
         with mock.patch.object(
-                adapters, 'rebuild_prepared_host',
-                side_effect=adapters.rebuild_prepared_host) as rebuild:
+                adapters, '_refresh',
+                side_effect=adapters._refresh) as rebuild:
             first = self.weigh(hosts, request(SMALL))
             second = self.weigh(hosts, request(SMALL))
             self.weigh(hosts, request(BIG))
