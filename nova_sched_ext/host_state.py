@@ -85,6 +85,7 @@ from nova_sched_ext.cloud import computes as cloud_computes
 from nova_sched_ext.cloud import errors as cloud_errors
 from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
+from nova_sched_ext.fit import adapters as fit_adapters
 
 LOG = logging.getLogger(__name__)
 
@@ -151,15 +152,42 @@ class KeptHostState(host_manager.HostState):
 class _Kept(object):
     """What is kept of one compute node: its record, and the base state."""
 
-    __slots__ = ('compute', 'stamp', 'trusted', 'base')
+    __slots__ = ('compute', 'stamp', 'trusted', 'read_at', 'base')
 
-    def __init__(self, compute, stamp, trusted, base=None):
+    def __init__(self, compute, stamp, trusted, read_at, base=None):
         self.compute = compute
         #: (created_at, updated_at) of the row read, naive UTC
         self.stamp = stamp
         #: whether the row was read long enough after its update
         self.trusted = trusted
+        #: monotonic time just before the row was read
+        self.read_at = read_at
         self.base = base
+
+
+def _read_records(cctxt, uuids, margin):
+    """``{uuid: _Kept}`` of the cell's live compute nodes ``uuids``.
+
+    A record is trusted when its row was at least ``margin`` seconds old
+    (by ``updated_at``, else ``created_at``) when the read began.
+    """
+    # Before the read: a row is trusted only if it was already this old
+    # then.
+    read_at = timeutils.utcnow()
+    read_mono = time.monotonic()
+    fresh = {}
+    for compute in objects.ComputeNodeList.get_all_by_uuids(cctxt, uuids):
+        stamp = _stamp_of(compute)
+        fresh[compute.uuid] = _Kept(compute, stamp,
+                                    _old_enough(stamp, read_at, margin),
+                                    read_mono)
+    return fresh
+
+
+def _old_enough(stamp, now, margin):
+    """Whether a row of ``stamp`` was at least ``margin`` s old at ``now``."""
+    changed = stamp[1] or stamp[0]
+    return changed is not None and (now - changed).total_seconds() >= margin
 
 
 class _KeptService(object):
@@ -222,6 +250,30 @@ def _all_service_rows(cctxt):
     return cloud_computes.service_rows(cctxt, None)
 
 
+#: compute nodes read per query by the warm-up
+_WARM_UP_BATCH = 500
+
+
+def _warm_order(kept, stamp, now, margin, read_before):
+    """When the warm-up reads a polled node, as a sort key; None: not now.
+
+    Never read first, then changed or not trusted, then read before
+    ``read_before`` (monotonic; None: never again for its age), oldest
+    first.  A row changed less than ``margin`` seconds before ``now``
+    waits: read now, its record would not be trusted, and each request
+    would read it again all the same.
+    """
+    if not _old_enough(stamp, now, margin):
+        return None
+    if kept is None:
+        return (0, 0.0)
+    if not kept.trusted or not _same_or_newer(kept.stamp, stamp):
+        return (1, 0.0)
+    if read_before is not None and kept.read_at < read_before:
+        return (2, kept.read_at)
+    return None
+
+
 def _same_or_newer(kept, polled):
     """Whether a kept record's stamp is the polled row's, or later.
 
@@ -278,6 +330,16 @@ class KeptHostManager(host_manager.HostManager):
         # node UUIDs of them all
         self._polled = {}
         self._polled_known = frozenset()
+        #: whether the poller warms the state (then it also reads each
+        #: record again when host_state_full_refresh_interval old)
+        self._warming = False
+        #: nodes the last warm-up left for the next polls
+        self.warm_up_pending = 0
+        # Build the packed fit models too when a plugin reads them.
+        self._warm_models = any(
+            getattr(plugin, 'READS_FIT_MODELS', False)
+            for plugin in (list(getattr(self, 'enabled_filters', ())) +
+                           list(getattr(self, 'weighers', ()))))
         if type(self.weight_handler) is weights.HostWeightHandler:
             # Nova's loader finds weighers next to the handler's module:
             # turned, not made, as the manager itself
@@ -317,6 +379,140 @@ class KeptHostManager(host_manager.HostManager):
         self._polled_known = frozenset(
             uuid for rows in polled.values() for uuid in rows.stamps)
         self._polled = polled
+        limit = conf.CONF.nova_sched_ext.host_state_warm_up_nodes
+        if limit:
+            self._warming = True
+            self.warm_up_pending = self._warm_up(context, polled, limit)
+
+    # -- the warm-up, in the poller's thread ------------------------------
+
+    def _warm_up(self, context, polled, limit):
+        """Read and build now what the next requests would.
+
+        In the poller's thread, after each poll: the ``Service`` of each
+        polled service row that changed, and the record, base
+        ``HostState`` and packed fit model of at most ``limit`` compute
+        nodes: first those never read, then those whose row changed (once
+        it is ``host_state_clock_margin`` old, when the record read is
+        trusted), then those read ``host_state_full_refresh_interval``
+        ago, oldest first.  Records of nodes the poll no longer saw are
+        forgotten.  What a request would build is built the same way
+        (:func:`_read_records`, :meth:`_new_base`,
+        ``adapters.prepared_hosts``), so a request finds it as if an
+        earlier request had read it.
+
+        :returns: how many nodes are still due
+        """
+        opts = conf.CONF.nova_sched_ext
+        margin = opts.host_state_clock_margin
+        interval = opts.host_state_full_refresh_interval
+        with self._kept_lock:
+            kept_nodes = self._kept_nodes
+            kept_services = self._kept_services
+        cells = {cell.uuid: cell for cell in self.enabled_cells}
+        now = timeutils.utcnow()
+        read_before = (time.monotonic() - interval) if interval else None
+        due = []
+        for cell_uuid, rows in polled.items():
+            cell = cells.get(cell_uuid)
+            if cell is None:
+                continue
+            nodes = kept_nodes.get(cell_uuid, {})
+            services = kept_services.get(cell_uuid, {})
+            self._forget_gone(kept_nodes, kept_services, cell_uuid, rows)
+            self._warm_services(context, cell, rows, services,
+                                kept_services)
+            for uuid, stamp in rows.stamps.items():
+                order = _warm_order(nodes.get(uuid), stamp, now, margin,
+                                    read_before)
+                if order is not None:
+                    due.append((order, cell_uuid, uuid))
+        due.sort(key=operator.itemgetter(0))
+        by_cell = collections.defaultdict(list)
+        for _order, cell_uuid, uuid in due[:limit]:
+            by_cell[cell_uuid].append(uuid)
+        for cell_uuid, uuids in by_cell.items():
+            for start in range(0, len(uuids), _WARM_UP_BATCH):
+                if not self._warm_nodes(context, cells[cell_uuid],
+                                        uuids[start:start + _WARM_UP_BATCH],
+                                        margin, kept_nodes):
+                    return len(due)
+        return max(len(due) - limit, 0)
+
+    def _forget_gone(self, kept_nodes, kept_services, cell_uuid, rows):
+        """Forget the kept records of nodes and hosts the poll did not see.
+
+        A node created after the poll and already read by a request is
+        read again by the next one: harmless.
+        """
+        with self._kept_lock:
+            if self._kept_nodes is not kept_nodes:
+                return
+            nodes = kept_nodes.get(cell_uuid, {})
+            for uuid in [u for u in nodes if u not in rows.stamps]:
+                del nodes[uuid]
+            services = kept_services.get(cell_uuid, {})
+            for host in [h for h in services if h not in rows.services]:
+                del services[host]
+
+    def _warm_services(self, context, cell, rows, services, kept_services):
+        """The kept ``Service`` of every polled row that changed."""
+        changed = [row for host, row in rows.services.items()
+                   if services.get(host) is None or
+                   services[host].row != tuple(row)]
+        if not changed:
+            return
+
+        def build(cctxt):
+            settings = cloud_computes.settings_of_rows(changed[0]._fields)
+            return {row.host: _KeptService.of_row(
+                cctxt, row, services.get(row.host), settings)
+                for row in changed}
+
+        [(_cell, result)] = cloud_cells.answers(context, [cell], build)
+        if isinstance(result, cloud_errors.CellUnavailable):
+            LOG.debug('Kept host state: the warm-up could not build the '
+                      'services of cell %s: %s', cell.uuid, result)
+            return
+        with self._kept_lock:
+            if self._kept_services is kept_services:
+                kept_services[cell.uuid].update(result)
+
+    def _warm_nodes(self, context, cell, uuids, margin, kept_nodes):
+        """Read ``uuids`` of ``cell``, build their bases, keep them.
+
+        :returns: False when the kept state was dropped meanwhile, or the
+            cell did not answer (the rest waits for the next poll)
+        """
+        [(_cell, fresh)] = cloud_cells.answers(context, [cell],
+                                               _read_records, uuids, margin)
+        if isinstance(fresh, cloud_errors.CellUnavailable):
+            LOG.debug('Kept host state: the warm-up could not read the '
+                      'compute nodes of cell %s: %s', cell.uuid, fresh)
+            return False
+        for uuid, kept in list(fresh.items()):
+            try:
+                kept.base = self._new_base(kept.compute, cell.uuid)
+            except Exception:
+                # Left to the request, which fails on it as Nova's would.
+                LOG.debug('Kept host state: the warm-up could not build '
+                          'the state of compute node %s.', uuid,
+                          exc_info=True)
+                del fresh[uuid]
+        if self._warm_models:
+            bases = [kept.base for kept in fresh.values()]
+            try:
+                fit_adapters.prepared_hosts(bases, per_candidate=False)
+            except Exception:
+                # A request builds it (and says what is wrong) instead.
+                LOG.debug('Kept host state: the warm-up could not build '
+                          'the fit models of %d node(s).', len(bases),
+                          exc_info=True)
+        with self._kept_lock:
+            if self._kept_nodes is not kept_nodes:
+                return False
+            kept_nodes[cell.uuid].update(fresh)
+        return True
 
     def _polled_rows(self, cell_uuid):
         polled = self._polled.get(cell_uuid)
@@ -349,11 +545,24 @@ class KeptHostManager(host_manager.HostManager):
             self.drop_kept_state()
 
     def _maybe_drop_all(self):
-        interval = conf.CONF.nova_sched_ext.host_state_full_refresh_interval
-        if interval and time.monotonic() - self._kept_since >= interval:
+        """The full refresh, when the poller does not read records again.
+
+        :returns: the age in seconds past which a request reads a kept
+            record again, or None
+        """
+        opts = conf.CONF.nova_sched_ext
+        interval = opts.host_state_full_refresh_interval
+        if not interval:
+            return None
+        if self._warming:
+            # The poller reads each record again when it is this old; one
+            # it has not (it fell behind, or stopped) is read here.
+            return interval + opts.kept_state_max_age
+        if time.monotonic() - self._kept_since >= interval:
             LOG.debug('Dropping the kept host state after %d s: this '
                       'request reloads every candidate.', interval)
             self.drop_kept_state()
+        return None
 
     # -- the refresh ------------------------------------------------------
 
@@ -367,7 +576,9 @@ class KeptHostManager(host_manager.HostManager):
         row (``dict(Service)``), kept while the row is unchanged and
         made without a ``Service`` when a heartbeat alone changed it.
         """
-        self._maybe_drop_all()
+        max_read_age = self._maybe_drop_all()
+        read_before = (time.monotonic() - max_read_age
+                       if max_read_age is not None else None)
         margin = conf.CONF.nova_sched_ext.host_state_clock_margin
         kept_nodes, kept_services = self._kept_nodes, self._kept_services
 
@@ -375,9 +586,6 @@ class KeptHostManager(host_manager.HostManager):
             cell_uuid = cctxt.cell_uuid
             nodes = kept_nodes.get(cell_uuid, {})
             services = kept_services.get(cell_uuid, {})
-            # Before the read: a row is trusted only if it was already
-            # this old then.
-            read_at = timeutils.utcnow()
             polled = (self._polled_rows(cell_uuid)
                       if compute_uuids is not None else None)
             if polled is None:
@@ -397,18 +605,12 @@ class KeptHostManager(host_manager.HostManager):
             for uuid, created_at, updated_at in stamps:
                 kept = nodes.get(uuid)
                 if (kept is None or not kept.trusted or
-                        not same(kept.stamp, (created_at, updated_at))):
+                        not same(kept.stamp, (created_at, updated_at)) or
+                        (read_before is not None and
+                         kept.read_at < read_before)):
                     fresh_uuids.append(uuid)
-            fresh = {}
-            if fresh_uuids:
-                for compute in objects.ComputeNodeList.get_all_by_uuids(
-                        cctxt, fresh_uuids):
-                    stamp = _stamp_of(compute)
-                    changed = stamp[1] or stamp[0]
-                    trusted = (changed is not None and
-                               (read_at - changed).total_seconds() >=
-                               margin)
-                    fresh[compute.uuid] = _Kept(compute, stamp, trusted)
+            fresh = (_read_records(cctxt, fresh_uuids, margin)
+                     if fresh_uuids else {})
             computes = []
             for uuid, _created, _updated in stamps:
                 if uuid in fresh:

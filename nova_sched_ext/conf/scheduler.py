@@ -277,7 +277,10 @@ host_state_opts = [
              'next request reloads every candidate compute node, as Nova '
              'does on every request: a safety net for a compute node '
              'record changed without its updated_at (by hand in the '
-             'database). 0 never drops it. SIGHUP drops it too.'),
+             'database). With host_state_warm_up_nodes, the kept provider '
+             'state\'s poller instead reads each record again when it is '
+             'this old, and a request reads again one older than this plus '
+             'kept_state_max_age. 0 never drops it. SIGHUP drops it too.'),
     cfg.IntOpt(
         'host_state_clock_margin',
         default=30, min=1,
@@ -291,6 +294,27 @@ host_state_opts = [
              'again on the next request. Set it above the largest clock '
              'difference between the schedulers and the computes, plus '
              'one second.'),
+    cfg.IntOpt(
+        'host_state_warm_up_nodes',
+        default=1000, min=0,
+        help='With keep_host_state and kept_candidates: how many compute '
+             'nodes the kept provider state\'s poller reads and builds per '
+             'poll, in its own thread, so that requests find them ready: '
+             'first the nodes never read (every node after the service '
+             'starts), then those whose row changed at least '
+             'host_state_clock_margin seconds before, then those read '
+             'host_state_full_refresh_interval seconds before, which it '
+             'reads again a batch at a time instead of the whole kept '
+             'state being dropped at once. For each it builds the '
+             'HostState requests copy and, when NUMAFitFilter, '
+             'FastNUMATopologyFilter or NUMASlotWeigher is enabled, its '
+             'packed NUMA model; it also builds the service record of '
+             'each changed nova-compute service row. A request still reads '
+             'a candidate it finds unread, changed, or older than '
+             'host_state_full_refresh_interval plus kept_state_max_age. 0 '
+             'leaves all of it to the requests (the whole state is then '
+             'dropped every host_state_full_refresh_interval). Read at '
+             'each poll.'),
 ]
 
 candidate_limit_opts = [

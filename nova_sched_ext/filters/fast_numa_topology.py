@@ -89,6 +89,10 @@ class FastNUMATopologyFilter(numa_topology_filter.NUMATopologyFilter):
 
     RUN_ON_REBUILD = False
 
+    #: it reads each host's packed fit model: the kept host state's
+    #: warm-up ([nova_sched_ext] host_state_warm_up_nodes) builds them
+    READS_FIT_MODELS = True
+
     def __init__(self):
         super().__init__()
         engine.check_backend()

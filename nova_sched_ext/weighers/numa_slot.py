@@ -241,6 +241,10 @@ class NUMASlotWeigher(weights.BaseHostWeigher):
     again.
     """
 
+    #: it reads each host's packed fit model: the kept host state's
+    #: warm-up ([nova_sched_ext] host_state_warm_up_nodes) builds them
+    READS_FIT_MODELS = True
+
     def __init__(self):
         super().__init__()
         # fit_backend = c without a usable C helper: fail here, when Nova

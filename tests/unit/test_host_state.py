@@ -39,6 +39,7 @@ from nova import test
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from nova_sched_ext.fit import adapters as fit_adapters
 from nova_sched_ext import host_state
 from tests import base
 
@@ -351,10 +352,10 @@ class TestKeptHostState(test.TestCase):
         for manager in self.managers:
             manager.update_aggregates([agg])
 
-    def step_delete_node(self):
-        if len(self.computes) <= 2:
+    def step_delete_node(self, uuid=None):
+        if uuid is None and len(self.computes) <= 2:
             return self.step_new_node()
-        uuid = self.rng.choice(sorted(self.computes))
+        uuid = uuid or self.rng.choice(sorted(self.computes))
         cell, compute = self.computes.pop(uuid)
         with nova_context.target_cell(self.ctxt, cell) as cctxt:
             compute._context = cctxt
@@ -495,8 +496,9 @@ class TestKeptHostState(test.TestCase):
         self.assertEqual([], self.differences(None))
         self.flags(host_state_clock_margin=1, group='nova_sched_ext')
         real = host_state._Kept
-        with mock.patch.object(host_state, '_Kept',
-                               side_effect=lambda c, s, t: real(c, s, True)):
+        with mock.patch.object(
+                host_state, '_Kept',
+                side_effect=lambda c, s, t, r: real(c, s, True, r)):
             self.step_update_node(uuid)
             self.kept.drop_kept_state()
             self.assertEqual([], self.differences(None))
@@ -507,3 +509,199 @@ class TestKeptHostState(test.TestCase):
         self.assertEqual([], self.differences(None))
         self.step_update_node(uuid)
         self.assertEqual([], self.differences(None))
+
+    # -- the warm-up: [nova_sched_ext] host_state_warm_up_nodes -----------
+
+    def _kept_records(self):
+        return {uuid: kept for nodes in self.kept._kept_nodes.values()
+                for uuid, kept in nodes.items()}
+
+    def _reads(self):
+        """The compute node reads, the warm-up's and the requests'."""
+        return mock.patch.object(host_state, '_read_records',
+                                 wraps=host_state._read_records)
+
+    @staticmethod
+    def _read_uuids(reads):
+        return sorted(uuid for call in reads.call_args_list
+                      for uuid in call[0][1])
+
+    def test_the_warm_up_reads_what_the_requests_would(self):
+        clock = self._freeze_clock()
+        # past the clock margin: what the poller reads is trusted
+        clock[0] += datetime.timedelta(seconds=40)
+        self.kept._warm_models = True
+        self.kept.poll_rows(self.ctxt)
+        self.assertEqual(0, self.kept.warm_up_pending)
+        records = self._kept_records()
+        self.assertEqual(sorted(self.computes), sorted(records))
+        for kept in records.values():
+            self.assertTrue(kept.trusted)
+            self.assertIs(kept.compute, kept.base._kept_compute)
+            # the packed fit model too, vouched for by the base's stamp
+            self.assertIn(fit_adapters._CACHE_ATTR, vars(kept.base))
+        uuids = sorted(self.computes)
+        with self._reads() as reads, \
+                mock.patch.object(host_state.nova_compat, 'service_from_row',
+                                  wraps=host_state.nova_compat
+                                  .service_from_row) as services, \
+                mock.patch.object(fit_adapters, '_refresh',
+                                  wraps=fit_adapters._refresh) as models:
+            self.assertEqual([], self.differences(uuids))
+            fit_adapters.prepared_hosts(
+                list(self._states(self.kept, uuids).values()),
+                per_candidate=False)
+        self.assertEqual(0, reads.call_count)
+        self.assertEqual(0, services.call_count)
+        self.assertEqual(0, models.call_count)
+
+    def test_the_fit_models_are_built_when_a_plugin_reads_them(self):
+        self.assertFalse(self.kept._warm_models)
+        self.flags(available_filters=['nova.scheduler.filters.all_filters',
+                                      'nova_sched_ext.filters.all_filters'],
+                   enabled_filters=['ComputeFilter',
+                                    'FastNUMATopologyFilter'],
+                   group='filter_scheduler')
+        with mock.patch.object(host_manager.HostManager,
+                               '_init_instance_info'):
+            self.assertTrue(host_state.KeptHostManager()._warm_models)
+
+    def test_the_warm_up_reads_at_most_its_number_new_nodes_first(self):
+        self.flags(host_state_warm_up_nodes=2, group='nova_sched_ext')
+        clock = self._freeze_clock()
+        clock[0] += datetime.timedelta(seconds=40)
+        self.kept.poll_rows(self.ctxt)
+        first = self._kept_records()
+        self.assertEqual(2, len(first))
+        self.assertEqual(len(self.computes) - 2, self.kept.warm_up_pending)
+        changed = sorted(first)[0]
+        self.step_update_node(changed)
+        clock[0] += datetime.timedelta(seconds=40)
+        with self._reads() as reads:
+            self.kept.poll_rows(self.ctxt)
+        # the nodes never read come before the one that changed
+        self.assertNotIn(changed, self._read_uuids(reads))
+        self.assertEqual(2, len(self._read_uuids(reads)))
+        self.assertEqual(len(self.computes) - 4 + 1,
+                         self.kept.warm_up_pending)
+        while self.kept.warm_up_pending:
+            self.kept.poll_rows(self.ctxt)
+        records = self._kept_records()
+        self.assertEqual(sorted(self.computes), sorted(records))
+        self.assertIsNot(first[changed], records[changed])
+        self.assertEqual(self.computes[changed][1].vcpus_used,
+                         records[changed].compute.vcpus_used)
+        with self._reads() as reads:
+            self.assertEqual([], self.differences(sorted(self.computes)))
+        self.assertEqual(0, reads.call_count)
+
+    def test_a_young_change_waits_for_the_margin(self):
+        clock = self._freeze_clock()
+        clock[0] += datetime.timedelta(seconds=40)
+        self.kept.poll_rows(self.ctxt)
+        uuid = sorted(self.computes)[0]
+        self.step_update_node(uuid)
+        clock[0] += datetime.timedelta(seconds=5)
+        with self._reads() as reads:
+            # read now, the record would not be trusted: requests read it
+            self.kept.poll_rows(self.ctxt)
+            self.assertEqual(0, reads.call_count)
+            self.assertEqual([], self.differences([uuid]))
+            self.assertEqual([uuid], self._read_uuids(reads))
+            reads.reset_mock()
+            clock[0] += datetime.timedelta(seconds=40)
+            self.kept.poll_rows(self.ctxt)
+            self.assertEqual([uuid], self._read_uuids(reads))
+            self.assertTrue(self._kept_records()[uuid].trusted)
+            reads.reset_mock()
+            self.assertEqual([], self.differences([uuid]))
+            self.assertEqual(0, reads.call_count)
+
+    def test_the_poller_reads_old_records_again_instead_of_a_drop(self):
+        self.flags(host_state_full_refresh_interval=600,
+                   group='nova_sched_ext')
+        clock = self._freeze_clock()
+        clock[0] += datetime.timedelta(seconds=40)
+        self.kept.poll_rows(self.ctxt)
+        uuids = sorted(self.computes)
+        old, young = uuids[0], uuids[1]
+        records = self._kept_records()
+        records[old].read_at -= 601
+        records[young].read_at -= 599
+        with self._reads() as reads:
+            self.kept.poll_rows(self.ctxt)
+        self.assertEqual([old], self._read_uuids(reads))
+        self.assertIsNot(records[old], self._kept_records()[old])
+        self.assertIs(records[young], self._kept_records()[young])
+        # Behind the poller's back (it stopped): a request reads a record
+        # older than the interval plus kept_state_max_age, nothing else,
+        # and drops nothing.
+        self.kept._kept_since -= 10000
+        kept_nodes = self.kept._kept_nodes
+        self._kept_records()[young].read_at -= 600 + 30 + 1
+        with self._reads() as reads:
+            self.assertEqual([], self.differences(uuids))
+        self.assertEqual([young], self._read_uuids(reads))
+        self.assertIs(kept_nodes, self.kept._kept_nodes)
+
+    def test_without_the_warm_up_the_state_is_dropped_as_before(self):
+        self.flags(host_state_warm_up_nodes=0,
+                   host_state_full_refresh_interval=600,
+                   group='nova_sched_ext')
+        clock = self._freeze_clock()
+        clock[0] += datetime.timedelta(seconds=40)
+        with self._reads() as reads:
+            self.kept.poll_rows(self.ctxt)
+        self.assertEqual(0, reads.call_count)
+        self.assertEqual({}, self._kept_records())
+        uuids = sorted(self.computes)
+        self.assertEqual([], self.differences(uuids))
+        self.kept._kept_since -= 601
+        with self._reads() as reads:
+            self.assertEqual([], self.differences(uuids))
+        self.assertEqual(uuids, self._read_uuids(reads))
+
+    def test_a_node_the_warm_up_cannot_build_is_left_to_requests(self):
+        clock = self._freeze_clock()
+        clock[0] += datetime.timedelta(seconds=40)
+        bad = sorted(self.computes)[0]
+        real = self.kept._new_base
+
+        def new_base(compute, cell_uuid):
+            if compute.uuid == bad:
+                raise ValueError('a record Nova cannot read')
+            return real(compute, cell_uuid)
+
+        with mock.patch.object(self.kept, '_new_base',
+                               side_effect=new_base):
+            self.kept.poll_rows(self.ctxt)
+        self.assertEqual(sorted(set(self.computes) - {bad}),
+                         sorted(self._kept_records()))
+        self.assertEqual(0, self.kept.warm_up_pending)
+        with self._reads() as reads:
+            self.assertEqual([], self.differences(sorted(self.computes)))
+        self.assertEqual([bad], self._read_uuids(reads))
+
+    def test_the_warm_up_forgets_deleted_nodes(self):
+        clock = self._freeze_clock()
+        clock[0] += datetime.timedelta(seconds=40)
+        self.kept.poll_rows(self.ctxt)
+        gone = sorted(self.computes)[0]
+        host = self.computes[gone][1].host
+        self.step_delete_node(gone)
+        self.kept.poll_rows(self.ctxt)
+        self.assertNotIn(gone, self._kept_records())
+        self.assertEqual(sorted(self.computes), sorted(self._kept_records()))
+        self.assertIn(host, [h for services in
+                             self.kept._kept_services.values()
+                             for h in services])
+
+    def test_a_partial_warm_up_equals_a_full_reload_after_each_poll(self):
+        # A few nodes a poll, records read again after a second: requests
+        # and the poller read and build side by side.
+        self.flags(host_state_warm_up_nodes=2,
+                   host_state_full_refresh_interval=1,
+                   group='nova_sched_ext')
+        self.kept._warm_models = True
+        self.polled = True
+        self._run(17, 60, frozen_share=0.3)

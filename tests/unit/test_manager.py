@@ -305,7 +305,7 @@ class TestKeptCandidates(test.NoDBTestCase):
         for node, host in ((uuids.node1, 'host1'), (uuids.node2, 'host2'),
                            (uuids.node3, 'host1')):
             hm._kept_nodes[uuids.cell][node] = host_state._Kept(
-                mock.Mock(host=host), None, True)
+                mock.Mock(host=host), None, True, 0.0)
         self.assertEqual(
             [mock.call('host1', sorted([uuids.node1, uuids.node3])),
              mock.call('host2', [uuids.node2])], self.told(scheduler))
