@@ -331,7 +331,7 @@ def serve(spec, number):
     started = time.perf_counter()
     kept.poll()
     first_read_s = time.perf_counter() - started
-    kept.poll()
+    scale.polled_warm(kept, manager)
     flavors = [objects.Flavor(
         name=f['name'], flavorid=f['name'], vcpus=f['vcpus'],
         memory_mb=f['memory_mb'], root_gb=f['root_gb'], ephemeral_gb=0,

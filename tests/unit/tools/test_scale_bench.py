@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+from unittest import mock
 
 from testtools import content
 
@@ -146,6 +147,8 @@ class TestScaleBenchKeptRun(base.TestCase):
         # candidate: the same answer
         self.assertEqual(4, run['kept_state']['checked_against_placement'])
         self.assertEqual([], run['kept_state']['differences'])
+        self.assertGreaterEqual(run['kept_state']['host_state_warm_up_s'],
+                                0.0)
         burst = run['several_schedulers']
         self.assertEqual(2, burst['schedulers'])
         # each scheduler in a process of its own, each handing in
@@ -270,6 +273,25 @@ class TestScaleBenchHelpers(base.TestCase):
         self.assertIsNone(clock.current)
         clock.close()
         self.assertNotIn(clock._gc_callback, gc.callbacks)
+
+    def test_the_bench_polls_until_the_host_state_is_warm(self):
+        manager = mock.Mock()
+        manager.host_manager.warm_up_pending = 3
+        kept = mock.Mock()
+
+        def poll():
+            host_manager = manager.host_manager
+            host_manager.warm_up_pending = max(
+                host_manager.warm_up_pending - 1, 0)
+
+        kept.poll.side_effect = poll
+        self.assertGreaterEqual(scale.polled_warm(kept, manager), 0.0)
+        self.assertEqual(3, kept.poll.call_count)
+        # Nova's host manager (the state reloaded): one poll
+        manager.host_manager = object()
+        kept.poll.reset_mock(side_effect=True)
+        scale.polled_warm(kept, manager)
+        self.assertEqual(1, kept.poll.call_count)
 
     def test_bad_sizes_are_one_line(self):
         for bad in ('', 'ten', '1000,-1', '0'):
