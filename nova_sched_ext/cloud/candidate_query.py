@@ -196,32 +196,53 @@ def outside_reason(provider):
 
 def is_candidate(query, provider):
     """Whether placement offers ``provider`` for ``query`` (subset rules)."""
-    if query.in_tree is not None and query.in_tree != provider.uuid:
-        return False
-    traits = provider.traits
-    if not (query.required <= traits and query.root_required <= traits):
-        return False
-    if (query.forbidden | query.root_forbidden) & traits:
-        return False
-    aggregates = provider.aggregates
-    if query.forbidden_aggregates & aggregates:
-        return False
-    if not all(any_of & aggregates for any_of in query.member_of):
-        return False
-    for rc, amount in query.resources.items():
-        inventory = provider.inventories.get(rc)
-        if inventory is None or not room.fits(
-                inventory, provider.usages.get(rc, 0), amount):
+    return candidate_test(query)(provider)
+
+
+def candidate_test(query):
+    """:func:`is_candidate` of ``query``, as a function of a provider.
+
+    What the query asks is read once, not once per provider: the kept
+    state asks it of every provider at every request.
+    """
+    in_tree = query.in_tree
+    required = query.required | query.root_required
+    forbidden = query.forbidden | query.root_forbidden
+    forbidden_aggregates = query.forbidden_aggregates
+    member_of = query.member_of
+    resources = tuple(query.resources.items())
+    fits = room.fits_headroom
+
+    def test(provider):
+        if in_tree is not None and in_tree != provider.uuid:
             return False
-    return True
+        traits = provider.traits
+        if not required <= traits or forbidden & traits:
+            return False
+        if forbidden_aggregates or member_of:
+            aggregates = provider.aggregates
+            if forbidden_aggregates & aggregates:
+                return False
+            for any_of in member_of:
+                if not any_of & aggregates:
+                    return False
+        headroom = provider.headroom()
+        for rc, amount in resources:
+            rc_room = headroom.get(rc)
+            if rc_room is None or not fits(rc_room, amount):
+                return False
+        return True
+
+    return test
 
 
 def summary(provider):
     """The provider summary placement gives at :data:`MICROVERSION`."""
+    usages = provider.usages
     return {
-        'resources': {rc: {'capacity': room.capacity(inventory),
-                           'used': provider.usages.get(rc, 0)}
-                      for rc, inventory in provider.inventories.items()},
+        'resources': {rc: {'capacity': rc_room.capacity,
+                           'used': usages.get(rc, 0)}
+                      for rc, rc_room in provider.headroom().items()},
         'traits': sorted(provider.traits),
         'parent_provider_uuid': None,
         'root_provider_uuid': provider.uuid,
@@ -254,11 +275,12 @@ def candidates(query, providers):
     """
     allocation_requests = []
     summaries = {}
+    limit = query.limit
+    test = candidate_test(query)
     for provider in providers:
-        if query.limit is not None and \
-                len(allocation_requests) >= query.limit:
+        if limit is not None and len(allocation_requests) >= limit:
             break
-        if not is_candidate(query, provider):
+        if not test(provider):
             continue
         allocation_requests.append({
             'allocations': {provider.uuid: {

@@ -80,7 +80,7 @@ class Inventory(typing.NamedTuple):
                    allocation_ratio=inv.get('allocation_ratio', 1.0))
 
 
-class Provider(typing.NamedTuple):
+class _ProviderFields(typing.NamedTuple):
     uuid: str
     name: str
     parent_uuid: typing.Optional[str]
@@ -91,6 +91,24 @@ class Provider(typing.NamedTuple):
     aggregates: frozenset = frozenset()
     #: placement's generation of the provider, when read with it
     generation: typing.Optional[int] = None
+
+
+class Provider(_ProviderFields):
+    """One resource provider as read (a tuple: never changed, replaced).
+
+    :meth:`headroom` is computed once per provider object: ``_replace``
+    (a claim, a resync) makes a new one, which computes it again.
+    """
+
+    def headroom(self):
+        """``{resource class: room.Headroom}`` of the inventories."""
+        cached = self.__dict__.get('_headroom')
+        if cached is None:
+            usages = self.usages
+            cached = self.__dict__['_headroom'] = {
+                rc: room.headroom(inventory, usages.get(rc, 0))
+                for rc, inventory in self.inventories.items()}
+        return cached
 
 
 class ProviderRoom(typing.NamedTuple):

@@ -28,6 +28,13 @@ class TestRoomTable(base.TestCase):
                              room.fits(inventory, case.used, case.amount),
                              case.name)
 
+    def test_fits_from_a_headroom(self):
+        for case in room_cases.CASES:
+            inventory = placement.Inventory.from_json(case.inventory)
+            self.assertEqual(case.fits, room.fits_headroom(
+                room.headroom(inventory, case.used), case.amount),
+                case.name)
+
     def test_units(self):
         for case in room_cases.CASES:
             inventory = placement.Inventory.from_json(case.inventory)
@@ -43,6 +50,29 @@ class TestRoomTable(base.TestCase):
 
 
 class TestRoom(base.TestCase):
+
+    def test_a_provider_s_headroom_is_its_own_and_made_once(self):
+        inventories = {'VCPU': placement.Inventory(total=8,
+                                                   allocation_ratio=2.0),
+                       'MEMORY_MB': placement.Inventory(total=4096,
+                                                        reserved=512)}
+        provider = placement.Provider(
+            uuid='rp', name='rp', parent_uuid=None, inventories=inventories,
+            usages={'VCPU': 3}, traits=frozenset())
+        headroom = provider.headroom()
+        self.assertIs(headroom, provider.headroom())
+        self.assertEqual({'VCPU': room.headroom(inventories['VCPU'], 3),
+                          'MEMORY_MB': room.headroom(
+                              inventories['MEMORY_MB'], 0)}, headroom)
+        self.assertEqual((13, 16), (headroom['VCPU'].free,
+                                    headroom['VCPU'].capacity))
+        # a claim or a resync replaces the provider: its own headroom
+        claimed = provider._replace(usages={'VCPU': 16})
+        self.assertIsInstance(claimed, placement.Provider)
+        self.assertEqual(0, claimed.headroom()['VCPU'].free)
+        self.assertEqual(13, provider.headroom()['VCPU'].free)
+        # still the tuple it was: equal to one that never computed it
+        self.assertEqual(provider, placement.Provider(*provider))
 
     def test_capacity_is_an_integer_floor_of_placements_float(self):
         inv = placement.Inventory(total=100, allocation_ratio=0.57)
