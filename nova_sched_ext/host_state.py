@@ -231,6 +231,24 @@ class _KeptService(object):
         return cls(values, service, host_manager.ReadOnlyDict(as_dict))
 
 
+def _fresh_services(cctxt, rows, services):
+    """``{host: _KeptService}`` of the ``rows`` that differ from ``services``.
+
+    :param rows: service rows as read
+    :param services: ``{host: _KeptService}`` kept so far
+    """
+    fresh = {}
+    settings = None
+    for row in rows:
+        kept = services.get(row.host)
+        if kept is None or kept.row != tuple(row):
+            if settings is None:
+                settings = cloud_computes.settings_of_rows(row._fields)
+            fresh[row.host] = _KeptService.of_row(cctxt, row, kept,
+                                                  settings)
+    return fresh
+
+
 def _naive(value):
     return value.replace(tzinfo=None) if value is not None else None
 
@@ -263,15 +281,16 @@ def _warm_order(kept, stamp, now, margin, read_before):
     waits: read now, its record would not be trusted, and each request
     would read it again all the same.
     """
+    if kept is not None and kept.trusted and \
+            _same_or_newer(kept.stamp, stamp):
+        # Asked of every node at every poll: most are this one, judged
+        # without the date arithmetic (a trusted row was old enough).
+        if read_before is not None and kept.read_at < read_before:
+            return (2, kept.read_at)
+        return None
     if not _old_enough(stamp, now, margin):
         return None
-    if kept is None:
-        return (0, 0.0)
-    if not kept.trusted or not _same_or_newer(kept.stamp, stamp):
-        return (1, 0.0)
-    if read_before is not None and kept.read_at < read_before:
-        return (2, kept.read_at)
-    return None
+    return (0, 0.0) if kept is None else (1, 0.0)
 
 
 def _same_or_newer(kept, polled):
@@ -457,26 +476,17 @@ class KeptHostManager(host_manager.HostManager):
 
     def _warm_services(self, context, cell, rows, services, kept_services):
         """The kept ``Service`` of every polled row that changed."""
-        changed = [row for host, row in rows.services.items()
-                   if services.get(host) is None or
-                   services[host].row != tuple(row)]
-        if not changed:
-            return
-
-        def build(cctxt):
-            settings = cloud_computes.settings_of_rows(changed[0]._fields)
-            return {row.host: _KeptService.of_row(
-                cctxt, row, services.get(row.host), settings)
-                for row in changed}
-
-        [(_cell, result)] = cloud_cells.answers(context, [cell], build)
+        [(_cell, result)] = cloud_cells.answers(
+            context, [cell], _fresh_services, list(rows.services.values()),
+            services)
         if isinstance(result, cloud_errors.CellUnavailable):
             LOG.debug('Kept host state: the warm-up could not build the '
                       'services of cell %s: %s', cell.uuid, result)
             return
-        with self._kept_lock:
-            if self._kept_services is kept_services:
-                kept_services[cell.uuid].update(result)
+        if result:
+            with self._kept_lock:
+                if self._kept_services is kept_services:
+                    kept_services[cell.uuid].update(result)
 
     def _warm_nodes(self, context, cell, uuids, margin, kept_nodes):
         """Read ``uuids`` of ``cell``, build their bases, keep them.
@@ -620,8 +630,6 @@ class KeptHostManager(host_manager.HostManager):
                 # else: deleted between the two reads, as Nova would not
                 # have returned it.
             hosts = sorted({kept.compute.host for kept in computes})
-            found = {}
-            fresh_services = {}
             if polled is None:
                 rows = _service_rows(cctxt, hosts) if hosts else ()
             else:
@@ -631,16 +639,9 @@ class KeptHostManager(host_manager.HostManager):
                           if host not in polled.services]
                 if unseen:
                     rows += list(_service_rows(cctxt, unseen))
-            settings = None
-            for row in rows:
-                kept = services.get(row.host)
-                if kept is None or kept.row != tuple(row):
-                    if settings is None:
-                        settings = cloud_computes.settings_of_rows(
-                            row._fields)
-                    kept = fresh_services[row.host] = _KeptService.of_row(
-                        cctxt, row, kept, settings)
-                found[row.host] = kept
+            fresh_services = _fresh_services(cctxt, rows, services)
+            found = {row.host: fresh_services.get(row.host) or
+                     services[row.host] for row in rows}
             return computes, fresh, found, fresh_services
 
         compute_nodes = collections.defaultdict(list)
