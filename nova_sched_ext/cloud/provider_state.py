@@ -80,8 +80,14 @@ class ProviderState(object):
         PlacementReader` (its ``listing``, ``read_all``)
     """
 
-    def __init__(self, reader):
+    def __init__(self, reader, snapshot=None):
         self._reader = reader
+        #: a :class:`~nova_sched_ext.cloud.provider_snapshot.Snapshot` to
+        #: take at the first poll, or None
+        self._snapshot = snapshot
+        self._snapshot_taken = False
+        #: {uuid: None}, in order: taken from the snapshot, not read since
+        self._unverified = {}
         self._lock = threading.Lock()
         #: {uuid: Provider}, its ``generation`` the listing's at its read,
         #: or None to read it again at the next poll
@@ -99,7 +105,16 @@ class ProviderState(object):
         self._resync_at = None
 
     def refresh(self):
-        """One poll; returns the :class:`Changes` it applied."""
+        """One poll; returns the :class:`Changes` it applied.
+
+        The first one takes the snapshot file first, when there is one
+        it can use (:mod:`~nova_sched_ext.cloud.provider_snapshot`): it
+        then reads what placement changed since the save, not every
+        provider.
+        """
+        if self._snapshot is not None and not self._snapshot_taken:
+            self._snapshot_taken = True
+            self._take_snapshot()
         listing = self._reader.listing()
         with self._lock:
             known = {uuid: provider.generation
@@ -108,16 +123,22 @@ class ProviderState(object):
                 if summary['uuid'] not in known or
                 known[summary['uuid']] is None or
                 known[summary['uuid']] != summary.get('generation')]
-        read = self._reader.read_all(todo)
+        verify = self._to_verify(listing, todo)
+        read = self._reader.read_all(todo + verify)
         listed = [summary['uuid'] for summary in listing]
         with self._lock:
             added, changed = set(), set()
-            for summary, provider in zip(todo, read):
+            for index, (summary, provider) in enumerate(zip(todo + verify,
+                                                            read)):
                 uuid = summary['uuid']
+                self._unverified.pop(uuid, None)
                 if provider is None:
                     # deleted while this poll read it
                     continue
                 if uuid in self._providers:
+                    if index >= len(todo) and (
+                            self._providers[uuid] == provider):
+                        continue    # verified: the file had it right
                     changed.add(uuid)
                 else:
                     added.add(uuid)
@@ -135,11 +156,61 @@ class ProviderState(object):
             for uuid in gone:
                 del self._providers[uuid]
                 self._outside.pop(uuid, None)
+                self._unverified.pop(uuid, None)
             self._order = tuple(uuid for uuid in listed
                                 if uuid in self._providers)
             self.ready = True
         return Changes(added=frozenset(added), changed=frozenset(changed),
                        removed=frozenset(gone))
+
+    def _take_snapshot(self):
+        """Keep the snapshot's providers, as a first read would have."""
+        providers = self._snapshot.load()
+        if not providers:
+            return
+        verify = self._snapshot.verify_per_poll > 0
+        with self._lock:
+            for provider in providers:
+                self._providers[provider.uuid] = provider
+                reason = candidate_query.outside_reason(provider)
+                if reason:
+                    self._outside[provider.uuid] = reason
+                if verify:
+                    self._unverified[provider.uuid] = None
+            self._order = tuple(self._providers)
+
+    def _to_verify(self, listing, todo):
+        """Summaries of the providers taken from the snapshot to read now.
+
+        At most ``verify_per_poll`` of those not read since, that this
+        poll does not read anyway, in the listing's order.
+        """
+        if not self._unverified:
+            return []
+        limit = self._snapshot.verify_per_poll
+        reading = {summary['uuid'] for summary in todo}
+        with self._lock:
+            unverified = self._unverified
+            return [summary for summary in listing
+                    if summary['uuid'] in unverified and
+                    summary['uuid'] not in reading][:limit]
+
+    def unverified(self):
+        """How many providers taken from the snapshot are not read yet."""
+        with self._lock:
+            return len(self._unverified)
+
+    def save_snapshot(self, force=False):
+        """Save the state to the snapshot file, when due (or ``force``).
+
+        Only a state a poll completed is saved.  :returns: whether it was
+        saved
+        """
+        snapshot = self._snapshot
+        if snapshot is None or not self.ready or not (
+                force or snapshot.due()):
+            return False
+        return snapshot.save(self.providers())
 
     def providers(self):
         """The providers kept, in placement's listing order: a new list."""
