@@ -65,6 +65,7 @@ from oslo_log import log as logging
 
 from nova_sched_ext.cloud import candidate_query
 from nova_sched_ext.cloud import poller
+from nova_sched_ext.cloud import provider_snapshot
 from nova_sched_ext.cloud import provider_state
 from nova_sched_ext import conf
 
@@ -88,7 +89,8 @@ class KeptCandidates(object):
 
     Options (read when built): ``[nova_sched_ext] kept_state_poll_interval``,
     ``kept_state_resync_interval``, ``kept_state_resync_max_rate``,
-    ``kept_state_max_age``.
+    ``kept_state_max_age``, ``kept_state_snapshot_*``
+    (:mod:`~nova_sched_ext.cloud.provider_snapshot`).
     """
 
     def __init__(self, reader_factory, clock=time.monotonic):
@@ -107,6 +109,8 @@ class KeptCandidates(object):
         self.resync_interval = opts.kept_state_resync_interval
         self.resync_max_rate = opts.kept_state_resync_max_rate
         self.max_age = opts.kept_state_max_age
+        self.snapshot = provider_snapshot.Snapshot.from_options(
+            opts, 'Kept provider state', clock=clock)
         self._poller = poller.Poller(
             lambda: self.poll(), lambda: self.poll_interval,
             'Kept provider state', 'placement',
@@ -124,7 +128,7 @@ class KeptCandidates(object):
         with self._lock:
             if self._state is None:
                 self._state = provider_state.ProviderState(
-                    self._reader_factory())
+                    self._reader_factory(), snapshot=self.snapshot)
             return self._state
 
     def poll(self):
@@ -142,6 +146,7 @@ class KeptCandidates(object):
             if self.resync_interval:
                 self._resync_slice(state)
             self._polled_at = started
+            state.save_snapshot()
         for function in self._also:
             function()
         return changes
@@ -176,7 +181,12 @@ class KeptCandidates(object):
                   'age': self.max_age})
 
     def stop(self):
+        """Stop polling; save the snapshot file, when there is one."""
         self._poller.stop()
+        state = self._state
+        if state is not None:
+            with self._poll_lock:
+                state.save_snapshot(force=True)
 
     @staticmethod
     def _log_changes(changes):

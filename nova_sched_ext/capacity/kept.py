@@ -76,6 +76,7 @@ from nova_sched_ext.cloud import flavor_requests
 from nova_sched_ext.cloud import flavors as cloud_flavors
 from nova_sched_ext.cloud import placement
 from nova_sched_ext.cloud import poller
+from nova_sched_ext.cloud import provider_snapshot
 from nova_sched_ext.cloud import provider_state
 from nova_sched_ext import conf
 
@@ -170,7 +171,9 @@ class KeptCount(object):
     Options (read when built): ``[nova_sched_ext_capacity]
     kept_state_poll_interval``, ``kept_state_resync_interval``,
     ``kept_state_resync_max_rate``, ``kept_state_max_age``,
-    ``placement_workers``; ``[nova_sched_ext] host_state_clock_margin``.
+    ``kept_state_snapshot_*`` (:mod:`~nova_sched_ext.cloud.
+    provider_snapshot`), ``placement_workers``; ``[nova_sched_ext]
+    host_state_clock_margin``.
     """
 
     def __init__(self, context=None, reader=None, clock=time.monotonic,
@@ -180,6 +183,8 @@ class KeptCount(object):
         self.resync_interval = opts.kept_state_resync_interval
         self.resync_max_rate = opts.kept_state_resync_max_rate
         self.max_age = opts.kept_state_max_age
+        self.snapshot = provider_snapshot.Snapshot.from_options(
+            opts, 'Kept capacity state', clock=clock)
         self._context = context or nova_context.get_admin_context()
         self._reader = reader
         self._clock = clock
@@ -229,7 +234,8 @@ class KeptCount(object):
                 reader = self._reader or placement.PlacementReader(
                     self._context,
                     workers=CONF.nova_sched_ext_capacity.placement_workers)
-                self._providers = provider_state.ProviderState(reader)
+                self._providers = provider_state.ProviderState(
+                    reader, snapshot=self.snapshot)
             nodes = self._computes.refresh()
             # a node's record moved: an instance came or went; placement
             # frees without a new generation, right after the record.  A
@@ -257,6 +263,7 @@ class KeptCount(object):
                                previous=self._view)
             self._known_nodes = frozenset(h.uuid for h in snapshot.hosts)
             self._polled_at = started
+            self._providers.save_snapshot()
             if nodes:
                 self._forget_gone(snapshot)
             return nodes, (changes.added | changes.changed |
@@ -322,7 +329,11 @@ class KeptCount(object):
                   'age': self.max_age})
 
     def stop(self):
+        """Stop polling; save the snapshot file, when there is one."""
         self._poller.stop()
+        if self._providers is not None:
+            with self._poll_lock:
+                self._providers.save_snapshot(force=True)
 
     # --- the answer ---------------------------------------------------------
 

@@ -220,7 +220,7 @@ kept_state_opts = [
              'which the kept capacity state is no longer used: while '
              'placement or a database cannot be polled, counts are made '
              'in full (and fail as they would, with one line).'),
-]
+] + utils.snapshot_opts('kept capacity state', 'process of the API')
 
 ALL_OPTS = count_opts + api_opts + exporter_opts + kept_state_opts
 

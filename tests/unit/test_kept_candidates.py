@@ -22,13 +22,16 @@ is asked whenever the kept state cannot answer.
 """
 
 import logging
+import os
 import threading
 import uuid as uuid_lib
 
 import fixtures
+from oslo_config import fixture as config_fixture
 
 from nova_sched_ext.cloud import errors as cloud_errors
 from nova_sched_ext.cloud import placement as p
+from nova_sched_ext import conf
 from nova_sched_ext import kept_candidates
 from nova_sched_ext_tools import placement_direct
 from tests import base
@@ -304,6 +307,40 @@ class KeptCandidatesTest(base.TestCase):
         self.kept.claim_failed({'allocations': {host.uuid: {}}})
         self.kept.poll()
         self.assertEqual(1 + 4, self.client.calls - before)
+
+    def test_a_restart_takes_the_snapshot_and_reads_what_changed(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'kept.json')
+        config = self.useFixture(config_fixture.Config(conf.CONF))
+        config.config(group='nova_sched_ext', kept_state_snapshot_file=path,
+                      kept_state_snapshot_interval=60,
+                      kept_state_snapshot_verify_per_poll=0)
+        providers = self.placement.create([node() for _ in range(3)])
+
+        def started():
+            return kept_candidates.KeptCandidates(
+                lambda: p.PlacementReader(CONTEXT, client=self.client),
+                clock=self.clock)
+
+        self.kept = started()
+        self.kept.poll()                    # the first poll saves it
+        mtime = os.stat(path).st_mtime_ns
+        self.clock.now += 59
+        self.kept.poll()
+        self.assertEqual(mtime, os.stat(path).st_mtime_ns)
+        # stopped: saved, with the claim it counted that placement has not
+        # seen; another process claims meanwhile
+        self.kept._state.claimed(providers[0].uuid, {'VCPU': 1})
+        self.kept.stop()
+        self.claim(providers[1].uuid, 8)
+        self.kept = started()
+        before = self.client.calls
+        self.kept.poll()
+        # the listing, then the two marked changed: not all three
+        self.assertEqual(1 + 4 * 2, self.client.calls - before)
+        self.assertEqual(hosts(self.theirs('resources=VCPU:1')),
+                         hosts(self.kept.answer(ONE_VCPU)))
+        self.assertEqual(2, len(self.kept.answer(ONE_VCPU)[0]))
 
     def test_the_poller_thread_polls_until_stopped(self):
         self.placement.create([node()])

@@ -27,11 +27,13 @@ again, and only they are judged and summed again.
 import copy
 import datetime
 import logging
+import os
 import random
 import uuid as uuid_lib
 
 import fixtures
 from nova import objects
+from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext.capacity import kept as kept_capacity
@@ -41,6 +43,7 @@ from nova_sched_ext.cloud import compute_state
 from nova_sched_ext.cloud import errors as cloud_errors
 from nova_sched_ext.cloud import flavors as cloud_flavors
 from nova_sched_ext.cloud import placement as p
+from nova_sched_ext import conf
 from nova_sched_ext_tools import placement_direct
 from tests import base
 from tests.unit.capacity import api_fakes
@@ -291,6 +294,29 @@ class KeptCountTest(base.TestCase):
         before = self.client.calls
         self.poll()
         self.assertEqual(1, self.client.calls - before)
+
+    def test_a_restart_from_the_snapshot_counts_as_a_full_count(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'capacity.json')
+        config = self.useFixture(config_fixture.Config(conf.CONF))
+        config.config(group='nova_sched_ext_capacity',
+                      kept_state_snapshot_file=path,
+                      kept_state_snapshot_verify_per_poll=0)
+        self.kept = kept_capacity.KeptCount(context=CONTEXT,
+                                            reader=self.reader,
+                                            clock=self.clock)
+        self.poll(self.rps)
+        self.kept.stop()
+        self.claim(self.rps[1], {'PCPU': 4})
+        self.kept = kept_capacity.KeptCount(context=CONTEXT,
+                                            reader=self.reader,
+                                            clock=self.clock)
+        before = self.client.calls
+        self.poll(self.rps)
+        # the listing, then the one provider placement marked
+        self.assertEqual(1 + 4, self.client.calls - before)
+        self.assertEqual(self.full(per_host=True),
+                         self.kept_report(per_host=True))
 
     def test_a_free_is_read_when_the_record_moves_and_at_the_next_poll(self):
         consumer = self.claim(self.rps[0], {'PCPU': 8})
