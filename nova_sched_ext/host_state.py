@@ -249,6 +249,86 @@ def _fresh_services(cctxt, rows, services):
     return fresh
 
 
+class _KeptRecords(object):
+    """The kept records of every cell, and the lock they are kept under.
+
+    ``nodes`` and ``services`` are replaced by empty ones when everything
+    kept is dropped (:meth:`drop`). Who reads records to keep them takes
+    the pair as it stands (:meth:`current`; a request takes the two
+    attributes without the lock) and keeps what it read with :meth:`keep`,
+    which keeps nothing when the pair was replaced meanwhile: a read that
+    began before a drop is not kept after it.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        #: cell uuid -> compute node uuid -> _Kept
+        self.nodes = collections.defaultdict(dict)
+        #: cell uuid -> host -> _KeptService
+        self.services = collections.defaultdict(dict)
+        #: monotonic time of the last drop (or of the start)
+        self.since = time.monotonic()
+
+    def current(self):
+        """``(nodes, services)`` as they stand, to read and keep into."""
+        with self._lock:
+            return self.nodes, self.services
+
+    def keep(self, seen, cell_uuid, nodes=None, services=None):
+        """Keep what was read of a cell, unless dropped meanwhile.
+
+        :param seen: ``(nodes, services)`` as the read began with them
+        :param nodes: ``{uuid: _Kept}`` read, or None
+        :param services: ``{host: _KeptService}`` read, or None
+        :returns: False when the records were dropped since ``seen``
+            (then nothing is kept)
+        """
+        with self._lock:
+            if self._dropped_since(seen):
+                return False
+            if nodes is not None:
+                self.nodes[cell_uuid].update(nodes)
+            if services is not None:
+                self.services[cell_uuid].update(services)
+            return True
+
+    def forget_gone(self, seen, cell_uuid, node_uuids, hosts):
+        """Forget the cell's nodes and hosts but ``node_uuids`` and ``hosts``.
+
+        Nothing, when the records were dropped since ``seen``. A node
+        created after the poll that saw ``node_uuids`` and already read by
+        a request is read again by the next one: harmless.
+        """
+        with self._lock:
+            if self._dropped_since(seen):
+                return
+            nodes = self.nodes.get(cell_uuid, {})
+            for uuid in [u for u in nodes if u not in node_uuids]:
+                del nodes[uuid]
+            services = self.services.get(cell_uuid, {})
+            for host in [h for h in services if h not in hosts]:
+                del services[host]
+
+    def _dropped_since(self, seen):
+        """Whether the pair ``seen`` was replaced since; under the lock."""
+        return self.nodes is not seen[0] or self.services is not seen[1]
+
+    def drop(self):
+        """Forget every record: the next request reloads its hosts."""
+        with self._lock:
+            self.nodes = collections.defaultdict(dict)
+            self.services = collections.defaultdict(dict)
+            self.since = time.monotonic()
+
+    def node_uuids(self, host):
+        """The UUIDs of the compute nodes of ``host`` kept here."""
+        with self._lock:
+            cells = list(self.nodes.values())
+        return sorted(uuid for nodes in cells
+                      for uuid, kept in list(nodes.items())
+                      if kept.compute.host == host)
+
+
 def _naive(value):
     return value.replace(tzinfo=None) if value is not None else None
 
@@ -339,12 +419,7 @@ class KeptHostManager(host_manager.HostManager):
         return manager
 
     def _init_kept(self):
-        self._kept_lock = threading.Lock()
-        # cell uuid -> compute node uuid -> _Kept
-        self._kept_nodes = collections.defaultdict(dict)
-        # cell uuid -> host -> _KeptService
-        self._kept_services = collections.defaultdict(dict)
-        self._kept_since = time.monotonic()
+        self._records = _KeptRecords()
         # cell uuid -> _Polled, from poll_rows (kept candidates), and the
         # node UUIDs of them all
         self._polled = {}
@@ -425,9 +500,8 @@ class KeptHostManager(host_manager.HostManager):
         opts = conf.CONF.nova_sched_ext
         margin = opts.host_state_clock_margin
         interval = opts.host_state_full_refresh_interval
-        with self._kept_lock:
-            kept_nodes = self._kept_nodes
-            kept_services = self._kept_services
+        seen = self._records.current()
+        kept_nodes, kept_services = seen
         cells = {cell.uuid: cell for cell in self.enabled_cells}
         now = timeutils.utcnow()
         read_before = (time.monotonic() - interval) if interval else None
@@ -438,9 +512,9 @@ class KeptHostManager(host_manager.HostManager):
                 continue
             nodes = kept_nodes.get(cell_uuid, {})
             services = kept_services.get(cell_uuid, {})
-            self._forget_gone(kept_nodes, kept_services, cell_uuid, rows)
-            self._warm_services(context, cell, rows, services,
-                                kept_services)
+            self._records.forget_gone(seen, cell_uuid, rows.stamps,
+                                      rows.services)
+            self._warm_services(context, cell, rows, services, seen)
             for uuid, stamp in rows.stamps.items():
                 order = _warm_order(nodes.get(uuid), stamp, now, margin,
                                     read_before)
@@ -454,27 +528,11 @@ class KeptHostManager(host_manager.HostManager):
             for start in range(0, len(uuids), _WARM_UP_BATCH):
                 if not self._warm_nodes(context, cells[cell_uuid],
                                         uuids[start:start + _WARM_UP_BATCH],
-                                        margin, kept_nodes):
+                                        margin, seen):
                     return len(due)
         return max(len(due) - limit, 0)
 
-    def _forget_gone(self, kept_nodes, kept_services, cell_uuid, rows):
-        """Forget the kept records of nodes and hosts the poll did not see.
-
-        A node created after the poll and already read by a request is
-        read again by the next one: harmless.
-        """
-        with self._kept_lock:
-            if self._kept_nodes is not kept_nodes:
-                return
-            nodes = kept_nodes.get(cell_uuid, {})
-            for uuid in [u for u in nodes if u not in rows.stamps]:
-                del nodes[uuid]
-            services = kept_services.get(cell_uuid, {})
-            for host in [h for h in services if h not in rows.services]:
-                del services[host]
-
-    def _warm_services(self, context, cell, rows, services, kept_services):
+    def _warm_services(self, context, cell, rows, services, seen):
         """The kept ``Service`` of every polled row that changed."""
         [(_cell, result)] = cloud_cells.answers(
             context, [cell], _fresh_services, list(rows.services.values()),
@@ -484,11 +542,9 @@ class KeptHostManager(host_manager.HostManager):
                       'services of cell %s: %s', cell.uuid, result)
             return
         if result:
-            with self._kept_lock:
-                if self._kept_services is kept_services:
-                    kept_services[cell.uuid].update(result)
+            self._records.keep(seen, cell.uuid, services=result)
 
-    def _warm_nodes(self, context, cell, uuids, margin, kept_nodes):
+    def _warm_nodes(self, context, cell, uuids, margin, seen):
         """Read ``uuids`` of ``cell``, build their bases, keep them.
 
         :returns: False when the kept state was dropped meanwhile, or the
@@ -518,11 +574,7 @@ class KeptHostManager(host_manager.HostManager):
                 LOG.debug('Kept host state: the warm-up could not build '
                           'the fit models of %d node(s).', len(bases),
                           exc_info=True)
-        with self._kept_lock:
-            if self._kept_nodes is not kept_nodes:
-                return False
-            kept_nodes[cell.uuid].update(fresh)
-        return True
+        return self._records.keep(seen, cell.uuid, nodes=fresh)
 
     def _polled_rows(self, cell_uuid):
         polled = self._polled.get(cell_uuid)
@@ -535,22 +587,15 @@ class KeptHostManager(host_manager.HostManager):
 
     def drop_kept_state(self):
         """Forget every kept record: the next request reloads its hosts."""
-        with self._kept_lock:
-            self._kept_nodes = collections.defaultdict(dict)
-            self._kept_services = collections.defaultdict(dict)
-            self._kept_since = time.monotonic()
+        self._records.drop()
 
     def node_uuids(self, host):
         """The UUIDs of the compute nodes of ``host`` kept here."""
-        with self._kept_lock:
-            cells = list(self._kept_nodes.values())
-        return sorted(uuid for nodes in cells
-                      for uuid, kept in list(nodes.items())
-                      if kept.compute.host == host)
+        return self._records.node_uuids(host)
 
     def refresh_cells_caches(self):
         super().refresh_cells_caches()
-        if hasattr(self, '_kept_lock'):
+        if hasattr(self, '_records'):
             # SIGHUP: the cells may have changed; start over.
             self.drop_kept_state()
 
@@ -568,7 +613,7 @@ class KeptHostManager(host_manager.HostManager):
             # The poller reads each record again when it is this old; one
             # it has not (it fell behind, or stopped) is read here.
             return interval + opts.kept_state_max_age
-        if time.monotonic() - self._kept_since >= interval:
+        if time.monotonic() - self._records.since >= interval:
             LOG.debug('Dropping the kept host state after %d s: this '
                       'request reloads every candidate.', interval)
             self.drop_kept_state()
@@ -590,7 +635,9 @@ class KeptHostManager(host_manager.HostManager):
         read_before = (time.monotonic() - max_read_age
                        if max_read_age is not None else None)
         margin = conf.CONF.nova_sched_ext.host_state_clock_margin
-        kept_nodes, kept_services = self._kept_nodes, self._kept_services
+        # Without the lock: a pair a drop apart keeps nothing (keep).
+        seen = (self._records.nodes, self._records.services)
+        kept_nodes, kept_services = seen
 
         def targeted_operation(cctxt):
             cell_uuid = cctxt.cell_uuid
@@ -656,11 +703,9 @@ class KeptHostManager(host_manager.HostManager):
             else:
                 cell_uuid = cell.uuid
                 computes, fresh, found, fresh_services = result
-                with self._kept_lock:
-                    if self._kept_nodes is kept_nodes:
-                        # Not dropped meanwhile: keep what was read.
-                        kept_nodes[cell_uuid].update(fresh)
-                        kept_services[cell_uuid].update(fresh_services)
+                # Unless dropped meanwhile: keep what was read.
+                self._records.keep(seen, cell_uuid, nodes=fresh,
+                                   services=fresh_services)
                 compute_nodes[cell_uuid].extend(
                     kept.compute for kept in computes)
                 # The service as the request's HostState gets it (the
@@ -681,7 +726,7 @@ class KeptHostManager(host_manager.HostManager):
         host_state_map = {}
         seen_nodes = set()
         for cell_uuid, computes in compute_nodes.items():
-            kept_nodes = self._kept_nodes.get(cell_uuid, {})
+            kept_nodes = self._records.nodes.get(cell_uuid, {})
             for compute in computes:
                 service = services.get(compute.host)
                 if not service:

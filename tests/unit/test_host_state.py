@@ -513,7 +513,7 @@ class TestKeptHostState(test.TestCase):
     # -- the warm-up: [nova_sched_ext] host_state_warm_up_nodes -----------
 
     def _kept_records(self):
-        return {uuid: kept for nodes in self.kept._kept_nodes.values()
+        return {uuid: kept for nodes in self.kept._records.nodes.values()
                 for uuid, kept in nodes.items()}
 
     def _reads(self):
@@ -636,13 +636,13 @@ class TestKeptHostState(test.TestCase):
         # Behind the poller's back (it stopped): a request reads a record
         # older than the interval plus kept_state_max_age, nothing else,
         # and drops nothing.
-        self.kept._kept_since -= 10000
-        kept_nodes = self.kept._kept_nodes
+        self.kept._records.since -= 10000
+        kept_nodes = self.kept._records.nodes
         self._kept_records()[young].read_at -= 600 + 30 + 1
         with self._reads() as reads:
             self.assertEqual([], self.differences(uuids))
         self.assertEqual([young], self._read_uuids(reads))
-        self.assertIs(kept_nodes, self.kept._kept_nodes)
+        self.assertIs(kept_nodes, self.kept._records.nodes)
 
     def test_without_the_warm_up_the_state_is_dropped_as_before(self):
         self.flags(host_state_warm_up_nodes=0,
@@ -656,7 +656,7 @@ class TestKeptHostState(test.TestCase):
         self.assertEqual({}, self._kept_records())
         uuids = sorted(self.computes)
         self.assertEqual([], self.differences(uuids))
-        self.kept._kept_since -= 601
+        self.kept._records.since -= 601
         with self._reads() as reads:
             self.assertEqual([], self.differences(uuids))
         self.assertEqual(uuids, self._read_uuids(reads))
@@ -693,7 +693,7 @@ class TestKeptHostState(test.TestCase):
         self.assertNotIn(gone, self._kept_records())
         self.assertEqual(sorted(self.computes), sorted(self._kept_records()))
         self.assertIn(host, [h for services in
-                             self.kept._kept_services.values()
+                             self.kept._records.services.values()
                              for h in services])
 
     def test_a_partial_warm_up_equals_a_full_reload_after_each_poll(self):
