@@ -64,7 +64,7 @@ NUMASlotWeigher's arena finds a host's slot again. Within a request each
 node has one copy, so equality there is identity, as Nova expects.
 
 Thread safety: each request builds its own copies; the kept records are
-replaced, never changed, under a lock.
+replaced, never changed, under one lock (:class:`_KeptRecords`).
 """
 
 import collections
@@ -399,6 +399,125 @@ class _Polled(object):
         self.at = at
 
 
+class _WarmUp(object):
+    """The kept records read and built in the poller's thread.
+
+    With ``[nova_sched_ext] host_state_warm_up_nodes``, after each poll
+    (:meth:`KeptHostManager.poll_rows`), so that no request pays for a
+    host's first sight. What a request would build is built the same way
+    (:func:`_read_records`, the manager's ``_new_base``,
+    ``adapters.prepared_hosts``) and kept in the same records, so a
+    request finds it as if an earlier request had read it.
+    """
+
+    def __init__(self, manager, records):
+        #: the manager whose cells are warmed and who builds a base
+        self._manager = manager
+        self._records = records
+        #: whether the poller warms the state (then it also reads each
+        #: record again when host_state_full_refresh_interval old)
+        self.warming = False
+        # Build the packed fit models too when a plugin reads them.
+        self.builds_fit_models = any(
+            getattr(plugin, 'READS_FIT_MODELS', False)
+            for plugin in (list(getattr(manager, 'enabled_filters', ())) +
+                           list(getattr(manager, 'weighers', ()))))
+
+    def run(self, context, polled, limit):
+        """Read and build now what the next requests would.
+
+        After the poll that read ``polled`` (``{cell uuid: _Polled}``):
+        the ``Service`` of each polled service row that changed, and the
+        record, base ``HostState`` and packed fit model of at most
+        ``limit`` compute nodes: first those never read, then those whose
+        row changed (once it is ``host_state_clock_margin`` old, when the
+        record read is trusted), then those read
+        ``host_state_full_refresh_interval`` ago, oldest first.  Records
+        of nodes the poll no longer saw are forgotten.
+
+        :returns: how many nodes are still due
+        """
+        self.warming = True
+        opts = conf.CONF.nova_sched_ext
+        margin = opts.host_state_clock_margin
+        interval = opts.host_state_full_refresh_interval
+        seen = self._records.current()
+        kept_nodes, kept_services = seen
+        cells = {cell.uuid: cell for cell in self._manager.enabled_cells}
+        now = timeutils.utcnow()
+        read_before = (time.monotonic() - interval) if interval else None
+        due = []
+        for cell_uuid, rows in polled.items():
+            cell = cells.get(cell_uuid)
+            if cell is None:
+                continue
+            nodes = kept_nodes.get(cell_uuid, {})
+            services = kept_services.get(cell_uuid, {})
+            self._records.forget_gone(seen, cell_uuid, rows.stamps,
+                                      rows.services)
+            self._build_services(context, cell, rows, services, seen)
+            for uuid, stamp in rows.stamps.items():
+                order = _warm_order(nodes.get(uuid), stamp, now, margin,
+                                    read_before)
+                if order is not None:
+                    due.append((order, cell_uuid, uuid))
+        due.sort(key=operator.itemgetter(0))
+        by_cell = collections.defaultdict(list)
+        for _order, cell_uuid, uuid in due[:limit]:
+            by_cell[cell_uuid].append(uuid)
+        for cell_uuid, uuids in by_cell.items():
+            for start in range(0, len(uuids), _WARM_UP_BATCH):
+                if not self._read_nodes(context, cells[cell_uuid],
+                                        uuids[start:start + _WARM_UP_BATCH],
+                                        margin, seen):
+                    return len(due)
+        return max(len(due) - limit, 0)
+
+    def _build_services(self, context, cell, rows, services, seen):
+        """The kept ``Service`` of every polled row that changed."""
+        [(_cell, result)] = cloud_cells.answers(
+            context, [cell], _fresh_services, list(rows.services.values()),
+            services)
+        if isinstance(result, cloud_errors.CellUnavailable):
+            LOG.debug('Kept host state: the warm-up could not build the '
+                      'services of cell %s: %s', cell.uuid, result)
+            return
+        if result:
+            self._records.keep(seen, cell.uuid, services=result)
+
+    def _read_nodes(self, context, cell, uuids, margin, seen):
+        """Read ``uuids`` of ``cell``, build their bases, keep them.
+
+        :returns: False when the kept state was dropped meanwhile, or the
+            cell did not answer (the rest waits for the next poll)
+        """
+        [(_cell, fresh)] = cloud_cells.answers(context, [cell],
+                                               _read_records, uuids, margin)
+        if isinstance(fresh, cloud_errors.CellUnavailable):
+            LOG.debug('Kept host state: the warm-up could not read the '
+                      'compute nodes of cell %s: %s', cell.uuid, fresh)
+            return False
+        for uuid, kept in list(fresh.items()):
+            try:
+                kept.base = self._manager._new_base(kept.compute, cell.uuid)
+            except Exception:
+                # Left to the request, which fails on it as Nova's would.
+                LOG.debug('Kept host state: the warm-up could not build '
+                          'the state of compute node %s.', uuid,
+                          exc_info=True)
+                del fresh[uuid]
+        if self.builds_fit_models:
+            bases = [kept.base for kept in fresh.values()]
+            try:
+                fit_adapters.prepared_hosts(bases, per_candidate=False)
+            except Exception:
+                # A request builds it (and says what is wrong) instead.
+                LOG.debug('Kept host state: the warm-up could not build '
+                          'the fit models of %d node(s).', len(bases),
+                          exc_info=True)
+        return self._records.keep(seen, cell.uuid, nodes=fresh)
+
+
 class KeptHostManager(host_manager.HostManager):
     """Nova's ``HostManager``, its host state kept between requests."""
 
@@ -424,16 +543,9 @@ class KeptHostManager(host_manager.HostManager):
         # node UUIDs of them all
         self._polled = {}
         self._polled_known = frozenset()
-        #: whether the poller warms the state (then it also reads each
-        #: record again when host_state_full_refresh_interval old)
-        self._warming = False
+        self._warm_up = _WarmUp(self, self._records)
         #: nodes the last warm-up left for the next polls
         self.warm_up_pending = 0
-        # Build the packed fit models too when a plugin reads them.
-        self._warm_models = any(
-            getattr(plugin, 'READS_FIT_MODELS', False)
-            for plugin in (list(getattr(self, 'enabled_filters', ())) +
-                           list(getattr(self, 'weighers', ()))))
         if type(self.weight_handler) is weights.HostWeightHandler:
             # Nova's loader finds weighers next to the handler's module:
             # turned, not made, as the manager itself
@@ -449,7 +561,10 @@ class KeptHostManager(host_manager.HostManager):
         (a candidate or host the poll did not see is read as before).  A
         change is then seen at most one poll interval late; rows older
         than ``kept_state_max_age`` are not used.  A cell that does not
-        answer is read per request.
+        answer is read per request.  With ``host_state_warm_up_nodes``,
+        the warm-up (:class:`_WarmUp`) then reads and builds what the next
+        requests would; ``warm_up_pending`` is what it left for the next
+        polls.
         """
         def read(cctxt):
             stamps = {row.uuid: (_naive(row.created_at),
@@ -475,106 +590,7 @@ class KeptHostManager(host_manager.HostManager):
         self._polled = polled
         limit = conf.CONF.nova_sched_ext.host_state_warm_up_nodes
         if limit:
-            self._warming = True
-            self.warm_up_pending = self._warm_up(context, polled, limit)
-
-    # -- the warm-up, in the poller's thread ------------------------------
-
-    def _warm_up(self, context, polled, limit):
-        """Read and build now what the next requests would.
-
-        In the poller's thread, after each poll: the ``Service`` of each
-        polled service row that changed, and the record, base
-        ``HostState`` and packed fit model of at most ``limit`` compute
-        nodes: first those never read, then those whose row changed (once
-        it is ``host_state_clock_margin`` old, when the record read is
-        trusted), then those read ``host_state_full_refresh_interval``
-        ago, oldest first.  Records of nodes the poll no longer saw are
-        forgotten.  What a request would build is built the same way
-        (:func:`_read_records`, :meth:`_new_base`,
-        ``adapters.prepared_hosts``), so a request finds it as if an
-        earlier request had read it.
-
-        :returns: how many nodes are still due
-        """
-        opts = conf.CONF.nova_sched_ext
-        margin = opts.host_state_clock_margin
-        interval = opts.host_state_full_refresh_interval
-        seen = self._records.current()
-        kept_nodes, kept_services = seen
-        cells = {cell.uuid: cell for cell in self.enabled_cells}
-        now = timeutils.utcnow()
-        read_before = (time.monotonic() - interval) if interval else None
-        due = []
-        for cell_uuid, rows in polled.items():
-            cell = cells.get(cell_uuid)
-            if cell is None:
-                continue
-            nodes = kept_nodes.get(cell_uuid, {})
-            services = kept_services.get(cell_uuid, {})
-            self._records.forget_gone(seen, cell_uuid, rows.stamps,
-                                      rows.services)
-            self._warm_services(context, cell, rows, services, seen)
-            for uuid, stamp in rows.stamps.items():
-                order = _warm_order(nodes.get(uuid), stamp, now, margin,
-                                    read_before)
-                if order is not None:
-                    due.append((order, cell_uuid, uuid))
-        due.sort(key=operator.itemgetter(0))
-        by_cell = collections.defaultdict(list)
-        for _order, cell_uuid, uuid in due[:limit]:
-            by_cell[cell_uuid].append(uuid)
-        for cell_uuid, uuids in by_cell.items():
-            for start in range(0, len(uuids), _WARM_UP_BATCH):
-                if not self._warm_nodes(context, cells[cell_uuid],
-                                        uuids[start:start + _WARM_UP_BATCH],
-                                        margin, seen):
-                    return len(due)
-        return max(len(due) - limit, 0)
-
-    def _warm_services(self, context, cell, rows, services, seen):
-        """The kept ``Service`` of every polled row that changed."""
-        [(_cell, result)] = cloud_cells.answers(
-            context, [cell], _fresh_services, list(rows.services.values()),
-            services)
-        if isinstance(result, cloud_errors.CellUnavailable):
-            LOG.debug('Kept host state: the warm-up could not build the '
-                      'services of cell %s: %s', cell.uuid, result)
-            return
-        if result:
-            self._records.keep(seen, cell.uuid, services=result)
-
-    def _warm_nodes(self, context, cell, uuids, margin, seen):
-        """Read ``uuids`` of ``cell``, build their bases, keep them.
-
-        :returns: False when the kept state was dropped meanwhile, or the
-            cell did not answer (the rest waits for the next poll)
-        """
-        [(_cell, fresh)] = cloud_cells.answers(context, [cell],
-                                               _read_records, uuids, margin)
-        if isinstance(fresh, cloud_errors.CellUnavailable):
-            LOG.debug('Kept host state: the warm-up could not read the '
-                      'compute nodes of cell %s: %s', cell.uuid, fresh)
-            return False
-        for uuid, kept in list(fresh.items()):
-            try:
-                kept.base = self._new_base(kept.compute, cell.uuid)
-            except Exception:
-                # Left to the request, which fails on it as Nova's would.
-                LOG.debug('Kept host state: the warm-up could not build '
-                          'the state of compute node %s.', uuid,
-                          exc_info=True)
-                del fresh[uuid]
-        if self._warm_models:
-            bases = [kept.base for kept in fresh.values()]
-            try:
-                fit_adapters.prepared_hosts(bases, per_candidate=False)
-            except Exception:
-                # A request builds it (and says what is wrong) instead.
-                LOG.debug('Kept host state: the warm-up could not build '
-                          'the fit models of %d node(s).', len(bases),
-                          exc_info=True)
-        return self._records.keep(seen, cell.uuid, nodes=fresh)
+            self.warm_up_pending = self._warm_up.run(context, polled, limit)
 
     def _polled_rows(self, cell_uuid):
         polled = self._polled.get(cell_uuid)
@@ -609,7 +625,7 @@ class KeptHostManager(host_manager.HostManager):
         interval = opts.host_state_full_refresh_interval
         if not interval:
             return None
-        if self._warming:
+        if self._warm_up.warming:
             # The poller reads each record again when it is this old; one
             # it has not (it fell behind, or stopped) is read here.
             return interval + opts.kept_state_max_age

@@ -530,7 +530,7 @@ class TestKeptHostState(test.TestCase):
         clock = self._freeze_clock()
         # past the clock margin: what the poller reads is trusted
         clock[0] += datetime.timedelta(seconds=40)
-        self.kept._warm_models = True
+        self.kept._warm_up.builds_fit_models = True
         self.kept.poll_rows(self.ctxt)
         self.assertEqual(0, self.kept.warm_up_pending)
         records = self._kept_records()
@@ -556,7 +556,7 @@ class TestKeptHostState(test.TestCase):
         self.assertEqual(0, models.call_count)
 
     def test_the_fit_models_are_built_when_a_plugin_reads_them(self):
-        self.assertFalse(self.kept._warm_models)
+        self.assertFalse(self.kept._warm_up.builds_fit_models)
         self.flags(available_filters=['nova.scheduler.filters.all_filters',
                                       'nova_sched_ext.filters.all_filters'],
                    enabled_filters=['ComputeFilter',
@@ -564,7 +564,8 @@ class TestKeptHostState(test.TestCase):
                    group='filter_scheduler')
         with mock.patch.object(host_manager.HostManager,
                                '_init_instance_info'):
-            self.assertTrue(host_state.KeptHostManager()._warm_models)
+            manager = host_state.KeptHostManager()
+        self.assertTrue(manager._warm_up.builds_fit_models)
 
     def test_the_warm_up_reads_at_most_its_number_new_nodes_first(self):
         self.flags(host_state_warm_up_nodes=2, group='nova_sched_ext')
@@ -702,6 +703,6 @@ class TestKeptHostState(test.TestCase):
         self.flags(host_state_warm_up_nodes=2,
                    host_state_full_refresh_interval=1,
                    group='nova_sched_ext')
-        self.kept._warm_models = True
+        self.kept._warm_up.builds_fit_models = True
         self.polled = True
         self._run(17, 60, frozen_share=0.3)
