@@ -64,7 +64,7 @@ NUMASlotWeigher's arena finds a host's slot again. Within a request each
 node has one copy, so equality there is identity, as Nova expects.
 
 Thread safety: each request builds its own copies; the kept records are
-replaced, never changed, under a lock.
+replaced, never changed, under one lock (:class:`_KeptRecords`).
 """
 
 import collections
@@ -249,6 +249,86 @@ def _fresh_services(cctxt, rows, services):
     return fresh
 
 
+class _KeptRecords(object):
+    """The kept records of every cell, and the lock they are kept under.
+
+    ``nodes`` and ``services`` are replaced by empty ones when everything
+    kept is dropped (:meth:`drop`). Who reads records to keep them takes
+    the pair as it stands (:meth:`current`; a request takes the two
+    attributes without the lock) and keeps what it read with :meth:`keep`,
+    which keeps nothing when the pair was replaced meanwhile: a read that
+    began before a drop is not kept after it.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        #: cell uuid -> compute node uuid -> _Kept
+        self.nodes = collections.defaultdict(dict)
+        #: cell uuid -> host -> _KeptService
+        self.services = collections.defaultdict(dict)
+        #: monotonic time of the last drop (or of the start)
+        self.since = time.monotonic()
+
+    def current(self):
+        """``(nodes, services)`` as they stand, to read and keep into."""
+        with self._lock:
+            return self.nodes, self.services
+
+    def keep(self, seen, cell_uuid, nodes=None, services=None):
+        """Keep what was read of a cell, unless dropped meanwhile.
+
+        :param seen: ``(nodes, services)`` as the read began with them
+        :param nodes: ``{uuid: _Kept}`` read, or None
+        :param services: ``{host: _KeptService}`` read, or None
+        :returns: False when the records were dropped since ``seen``
+            (then nothing is kept)
+        """
+        with self._lock:
+            if self._dropped_since(seen):
+                return False
+            if nodes is not None:
+                self.nodes[cell_uuid].update(nodes)
+            if services is not None:
+                self.services[cell_uuid].update(services)
+            return True
+
+    def forget_gone(self, seen, cell_uuid, node_uuids, hosts):
+        """Forget the cell's nodes and hosts but ``node_uuids`` and ``hosts``.
+
+        Nothing, when the records were dropped since ``seen``. A node
+        created after the poll that saw ``node_uuids`` and already read by
+        a request is read again by the next one: harmless.
+        """
+        with self._lock:
+            if self._dropped_since(seen):
+                return
+            nodes = self.nodes.get(cell_uuid, {})
+            for uuid in [u for u in nodes if u not in node_uuids]:
+                del nodes[uuid]
+            services = self.services.get(cell_uuid, {})
+            for host in [h for h in services if h not in hosts]:
+                del services[host]
+
+    def _dropped_since(self, seen):
+        """Whether the pair ``seen`` was replaced since; under the lock."""
+        return self.nodes is not seen[0] or self.services is not seen[1]
+
+    def drop(self):
+        """Forget every record: the next request reloads its hosts."""
+        with self._lock:
+            self.nodes = collections.defaultdict(dict)
+            self.services = collections.defaultdict(dict)
+            self.since = time.monotonic()
+
+    def node_uuids(self, host):
+        """The UUIDs of the compute nodes of ``host`` kept here."""
+        with self._lock:
+            cells = list(self.nodes.values())
+        return sorted(uuid for nodes in cells
+                      for uuid, kept in list(nodes.items())
+                      if kept.compute.host == host)
+
+
 def _naive(value):
     return value.replace(tzinfo=None) if value is not None else None
 
@@ -319,6 +399,125 @@ class _Polled(object):
         self.at = at
 
 
+class _WarmUp(object):
+    """The kept records read and built in the poller's thread.
+
+    With ``[nova_sched_ext] host_state_warm_up_nodes``, after each poll
+    (:meth:`KeptHostManager.poll_rows`), so that no request pays for a
+    host's first sight. What a request would build is built the same way
+    (:func:`_read_records`, the manager's ``_new_base``,
+    ``adapters.prepared_hosts``) and kept in the same records, so a
+    request finds it as if an earlier request had read it.
+    """
+
+    def __init__(self, manager, records):
+        #: the manager whose cells are warmed and who builds a base
+        self._manager = manager
+        self._records = records
+        #: whether the poller warms the state (then it also reads each
+        #: record again when host_state_full_refresh_interval old)
+        self.warming = False
+        # Build the packed fit models too when a plugin reads them.
+        self.builds_fit_models = any(
+            getattr(plugin, 'READS_FIT_MODELS', False)
+            for plugin in (list(getattr(manager, 'enabled_filters', ())) +
+                           list(getattr(manager, 'weighers', ()))))
+
+    def run(self, context, polled, limit):
+        """Read and build now what the next requests would.
+
+        After the poll that read ``polled`` (``{cell uuid: _Polled}``):
+        the ``Service`` of each polled service row that changed, and the
+        record, base ``HostState`` and packed fit model of at most
+        ``limit`` compute nodes: first those never read, then those whose
+        row changed (once it is ``host_state_clock_margin`` old, when the
+        record read is trusted), then those read
+        ``host_state_full_refresh_interval`` ago, oldest first.  Records
+        of nodes the poll no longer saw are forgotten.
+
+        :returns: how many nodes are still due
+        """
+        self.warming = True
+        opts = conf.CONF.nova_sched_ext
+        margin = opts.host_state_clock_margin
+        interval = opts.host_state_full_refresh_interval
+        seen = self._records.current()
+        kept_nodes, kept_services = seen
+        cells = {cell.uuid: cell for cell in self._manager.enabled_cells}
+        now = timeutils.utcnow()
+        read_before = (time.monotonic() - interval) if interval else None
+        due = []
+        for cell_uuid, rows in polled.items():
+            cell = cells.get(cell_uuid)
+            if cell is None:
+                continue
+            nodes = kept_nodes.get(cell_uuid, {})
+            services = kept_services.get(cell_uuid, {})
+            self._records.forget_gone(seen, cell_uuid, rows.stamps,
+                                      rows.services)
+            self._build_services(context, cell, rows, services, seen)
+            for uuid, stamp in rows.stamps.items():
+                order = _warm_order(nodes.get(uuid), stamp, now, margin,
+                                    read_before)
+                if order is not None:
+                    due.append((order, cell_uuid, uuid))
+        due.sort(key=operator.itemgetter(0))
+        by_cell = collections.defaultdict(list)
+        for _order, cell_uuid, uuid in due[:limit]:
+            by_cell[cell_uuid].append(uuid)
+        for cell_uuid, uuids in by_cell.items():
+            for start in range(0, len(uuids), _WARM_UP_BATCH):
+                if not self._read_nodes(context, cells[cell_uuid],
+                                        uuids[start:start + _WARM_UP_BATCH],
+                                        margin, seen):
+                    return len(due)
+        return max(len(due) - limit, 0)
+
+    def _build_services(self, context, cell, rows, services, seen):
+        """The kept ``Service`` of every polled row that changed."""
+        [(_cell, result)] = cloud_cells.answers(
+            context, [cell], _fresh_services, list(rows.services.values()),
+            services)
+        if isinstance(result, cloud_errors.CellUnavailable):
+            LOG.debug('Kept host state: the warm-up could not build the '
+                      'services of cell %s: %s', cell.uuid, result)
+            return
+        if result:
+            self._records.keep(seen, cell.uuid, services=result)
+
+    def _read_nodes(self, context, cell, uuids, margin, seen):
+        """Read ``uuids`` of ``cell``, build their bases, keep them.
+
+        :returns: False when the kept state was dropped meanwhile, or the
+            cell did not answer (the rest waits for the next poll)
+        """
+        [(_cell, fresh)] = cloud_cells.answers(context, [cell],
+                                               _read_records, uuids, margin)
+        if isinstance(fresh, cloud_errors.CellUnavailable):
+            LOG.debug('Kept host state: the warm-up could not read the '
+                      'compute nodes of cell %s: %s', cell.uuid, fresh)
+            return False
+        for uuid, kept in list(fresh.items()):
+            try:
+                kept.base = self._manager._new_base(kept.compute, cell.uuid)
+            except Exception:
+                # Left to the request, which fails on it as Nova's would.
+                LOG.debug('Kept host state: the warm-up could not build '
+                          'the state of compute node %s.', uuid,
+                          exc_info=True)
+                del fresh[uuid]
+        if self.builds_fit_models:
+            bases = [kept.base for kept in fresh.values()]
+            try:
+                fit_adapters.prepared_hosts(bases, per_candidate=False)
+            except Exception:
+                # A request builds it (and says what is wrong) instead.
+                LOG.debug('Kept host state: the warm-up could not build '
+                          'the fit models of %d node(s).', len(bases),
+                          exc_info=True)
+        return self._records.keep(seen, cell.uuid, nodes=fresh)
+
+
 class KeptHostManager(host_manager.HostManager):
     """Nova's ``HostManager``, its host state kept between requests."""
 
@@ -339,26 +538,14 @@ class KeptHostManager(host_manager.HostManager):
         return manager
 
     def _init_kept(self):
-        self._kept_lock = threading.Lock()
-        # cell uuid -> compute node uuid -> _Kept
-        self._kept_nodes = collections.defaultdict(dict)
-        # cell uuid -> host -> _KeptService
-        self._kept_services = collections.defaultdict(dict)
-        self._kept_since = time.monotonic()
+        self._records = _KeptRecords()
         # cell uuid -> _Polled, from poll_rows (kept candidates), and the
         # node UUIDs of them all
         self._polled = {}
         self._polled_known = frozenset()
-        #: whether the poller warms the state (then it also reads each
-        #: record again when host_state_full_refresh_interval old)
-        self._warming = False
+        self._warm_up = _WarmUp(self, self._records)
         #: nodes the last warm-up left for the next polls
         self.warm_up_pending = 0
-        # Build the packed fit models too when a plugin reads them.
-        self._warm_models = any(
-            getattr(plugin, 'READS_FIT_MODELS', False)
-            for plugin in (list(getattr(self, 'enabled_filters', ())) +
-                           list(getattr(self, 'weighers', ()))))
         if type(self.weight_handler) is weights.HostWeightHandler:
             # Nova's loader finds weighers next to the handler's module:
             # turned, not made, as the manager itself
@@ -374,7 +561,10 @@ class KeptHostManager(host_manager.HostManager):
         (a candidate or host the poll did not see is read as before).  A
         change is then seen at most one poll interval late; rows older
         than ``kept_state_max_age`` are not used.  A cell that does not
-        answer is read per request.
+        answer is read per request.  With ``host_state_warm_up_nodes``,
+        the warm-up (:class:`_WarmUp`) then reads and builds what the next
+        requests would; ``warm_up_pending`` is what it left for the next
+        polls.
         """
         def read(cctxt):
             stamps = {row.uuid: (_naive(row.created_at),
@@ -400,129 +590,7 @@ class KeptHostManager(host_manager.HostManager):
         self._polled = polled
         limit = conf.CONF.nova_sched_ext.host_state_warm_up_nodes
         if limit:
-            self._warming = True
-            self.warm_up_pending = self._warm_up(context, polled, limit)
-
-    # -- the warm-up, in the poller's thread ------------------------------
-
-    def _warm_up(self, context, polled, limit):
-        """Read and build now what the next requests would.
-
-        In the poller's thread, after each poll: the ``Service`` of each
-        polled service row that changed, and the record, base
-        ``HostState`` and packed fit model of at most ``limit`` compute
-        nodes: first those never read, then those whose row changed (once
-        it is ``host_state_clock_margin`` old, when the record read is
-        trusted), then those read ``host_state_full_refresh_interval``
-        ago, oldest first.  Records of nodes the poll no longer saw are
-        forgotten.  What a request would build is built the same way
-        (:func:`_read_records`, :meth:`_new_base`,
-        ``adapters.prepared_hosts``), so a request finds it as if an
-        earlier request had read it.
-
-        :returns: how many nodes are still due
-        """
-        opts = conf.CONF.nova_sched_ext
-        margin = opts.host_state_clock_margin
-        interval = opts.host_state_full_refresh_interval
-        with self._kept_lock:
-            kept_nodes = self._kept_nodes
-            kept_services = self._kept_services
-        cells = {cell.uuid: cell for cell in self.enabled_cells}
-        now = timeutils.utcnow()
-        read_before = (time.monotonic() - interval) if interval else None
-        due = []
-        for cell_uuid, rows in polled.items():
-            cell = cells.get(cell_uuid)
-            if cell is None:
-                continue
-            nodes = kept_nodes.get(cell_uuid, {})
-            services = kept_services.get(cell_uuid, {})
-            self._forget_gone(kept_nodes, kept_services, cell_uuid, rows)
-            self._warm_services(context, cell, rows, services,
-                                kept_services)
-            for uuid, stamp in rows.stamps.items():
-                order = _warm_order(nodes.get(uuid), stamp, now, margin,
-                                    read_before)
-                if order is not None:
-                    due.append((order, cell_uuid, uuid))
-        due.sort(key=operator.itemgetter(0))
-        by_cell = collections.defaultdict(list)
-        for _order, cell_uuid, uuid in due[:limit]:
-            by_cell[cell_uuid].append(uuid)
-        for cell_uuid, uuids in by_cell.items():
-            for start in range(0, len(uuids), _WARM_UP_BATCH):
-                if not self._warm_nodes(context, cells[cell_uuid],
-                                        uuids[start:start + _WARM_UP_BATCH],
-                                        margin, kept_nodes):
-                    return len(due)
-        return max(len(due) - limit, 0)
-
-    def _forget_gone(self, kept_nodes, kept_services, cell_uuid, rows):
-        """Forget the kept records of nodes and hosts the poll did not see.
-
-        A node created after the poll and already read by a request is
-        read again by the next one: harmless.
-        """
-        with self._kept_lock:
-            if self._kept_nodes is not kept_nodes:
-                return
-            nodes = kept_nodes.get(cell_uuid, {})
-            for uuid in [u for u in nodes if u not in rows.stamps]:
-                del nodes[uuid]
-            services = kept_services.get(cell_uuid, {})
-            for host in [h for h in services if h not in rows.services]:
-                del services[host]
-
-    def _warm_services(self, context, cell, rows, services, kept_services):
-        """The kept ``Service`` of every polled row that changed."""
-        [(_cell, result)] = cloud_cells.answers(
-            context, [cell], _fresh_services, list(rows.services.values()),
-            services)
-        if isinstance(result, cloud_errors.CellUnavailable):
-            LOG.debug('Kept host state: the warm-up could not build the '
-                      'services of cell %s: %s', cell.uuid, result)
-            return
-        if result:
-            with self._kept_lock:
-                if self._kept_services is kept_services:
-                    kept_services[cell.uuid].update(result)
-
-    def _warm_nodes(self, context, cell, uuids, margin, kept_nodes):
-        """Read ``uuids`` of ``cell``, build their bases, keep them.
-
-        :returns: False when the kept state was dropped meanwhile, or the
-            cell did not answer (the rest waits for the next poll)
-        """
-        [(_cell, fresh)] = cloud_cells.answers(context, [cell],
-                                               _read_records, uuids, margin)
-        if isinstance(fresh, cloud_errors.CellUnavailable):
-            LOG.debug('Kept host state: the warm-up could not read the '
-                      'compute nodes of cell %s: %s', cell.uuid, fresh)
-            return False
-        for uuid, kept in list(fresh.items()):
-            try:
-                kept.base = self._new_base(kept.compute, cell.uuid)
-            except Exception:
-                # Left to the request, which fails on it as Nova's would.
-                LOG.debug('Kept host state: the warm-up could not build '
-                          'the state of compute node %s.', uuid,
-                          exc_info=True)
-                del fresh[uuid]
-        if self._warm_models:
-            bases = [kept.base for kept in fresh.values()]
-            try:
-                fit_adapters.prepared_hosts(bases, per_candidate=False)
-            except Exception:
-                # A request builds it (and says what is wrong) instead.
-                LOG.debug('Kept host state: the warm-up could not build '
-                          'the fit models of %d node(s).', len(bases),
-                          exc_info=True)
-        with self._kept_lock:
-            if self._kept_nodes is not kept_nodes:
-                return False
-            kept_nodes[cell.uuid].update(fresh)
-        return True
+            self.warm_up_pending = self._warm_up.run(context, polled, limit)
 
     def _polled_rows(self, cell_uuid):
         polled = self._polled.get(cell_uuid)
@@ -535,22 +603,15 @@ class KeptHostManager(host_manager.HostManager):
 
     def drop_kept_state(self):
         """Forget every kept record: the next request reloads its hosts."""
-        with self._kept_lock:
-            self._kept_nodes = collections.defaultdict(dict)
-            self._kept_services = collections.defaultdict(dict)
-            self._kept_since = time.monotonic()
+        self._records.drop()
 
     def node_uuids(self, host):
         """The UUIDs of the compute nodes of ``host`` kept here."""
-        with self._kept_lock:
-            cells = list(self._kept_nodes.values())
-        return sorted(uuid for nodes in cells
-                      for uuid, kept in list(nodes.items())
-                      if kept.compute.host == host)
+        return self._records.node_uuids(host)
 
     def refresh_cells_caches(self):
         super().refresh_cells_caches()
-        if hasattr(self, '_kept_lock'):
+        if hasattr(self, '_records'):
             # SIGHUP: the cells may have changed; start over.
             self.drop_kept_state()
 
@@ -564,11 +625,11 @@ class KeptHostManager(host_manager.HostManager):
         interval = opts.host_state_full_refresh_interval
         if not interval:
             return None
-        if self._warming:
+        if self._warm_up.warming:
             # The poller reads each record again when it is this old; one
             # it has not (it fell behind, or stopped) is read here.
             return interval + opts.kept_state_max_age
-        if time.monotonic() - self._kept_since >= interval:
+        if time.monotonic() - self._records.since >= interval:
             LOG.debug('Dropping the kept host state after %d s: this '
                       'request reloads every candidate.', interval)
             self.drop_kept_state()
@@ -590,7 +651,9 @@ class KeptHostManager(host_manager.HostManager):
         read_before = (time.monotonic() - max_read_age
                        if max_read_age is not None else None)
         margin = conf.CONF.nova_sched_ext.host_state_clock_margin
-        kept_nodes, kept_services = self._kept_nodes, self._kept_services
+        # Without the lock: a pair a drop apart keeps nothing (keep).
+        seen = (self._records.nodes, self._records.services)
+        kept_nodes, kept_services = seen
 
         def targeted_operation(cctxt):
             cell_uuid = cctxt.cell_uuid
@@ -656,11 +719,9 @@ class KeptHostManager(host_manager.HostManager):
             else:
                 cell_uuid = cell.uuid
                 computes, fresh, found, fresh_services = result
-                with self._kept_lock:
-                    if self._kept_nodes is kept_nodes:
-                        # Not dropped meanwhile: keep what was read.
-                        kept_nodes[cell_uuid].update(fresh)
-                        kept_services[cell_uuid].update(fresh_services)
+                # Unless dropped meanwhile: keep what was read.
+                self._records.keep(seen, cell_uuid, nodes=fresh,
+                                   services=fresh_services)
                 compute_nodes[cell_uuid].extend(
                     kept.compute for kept in computes)
                 # The service as the request's HostState gets it (the
@@ -681,7 +742,7 @@ class KeptHostManager(host_manager.HostManager):
         host_state_map = {}
         seen_nodes = set()
         for cell_uuid, computes in compute_nodes.items():
-            kept_nodes = self._kept_nodes.get(cell_uuid, {})
+            kept_nodes = self._records.nodes.get(cell_uuid, {})
             for compute in computes:
                 service = services.get(compute.host)
                 if not service:

@@ -513,7 +513,7 @@ class TestKeptHostState(test.TestCase):
     # -- the warm-up: [nova_sched_ext] host_state_warm_up_nodes -----------
 
     def _kept_records(self):
-        return {uuid: kept for nodes in self.kept._kept_nodes.values()
+        return {uuid: kept for nodes in self.kept._records.nodes.values()
                 for uuid, kept in nodes.items()}
 
     def _reads(self):
@@ -530,7 +530,7 @@ class TestKeptHostState(test.TestCase):
         clock = self._freeze_clock()
         # past the clock margin: what the poller reads is trusted
         clock[0] += datetime.timedelta(seconds=40)
-        self.kept._warm_models = True
+        self.kept._warm_up.builds_fit_models = True
         self.kept.poll_rows(self.ctxt)
         self.assertEqual(0, self.kept.warm_up_pending)
         records = self._kept_records()
@@ -556,7 +556,7 @@ class TestKeptHostState(test.TestCase):
         self.assertEqual(0, models.call_count)
 
     def test_the_fit_models_are_built_when_a_plugin_reads_them(self):
-        self.assertFalse(self.kept._warm_models)
+        self.assertFalse(self.kept._warm_up.builds_fit_models)
         self.flags(available_filters=['nova.scheduler.filters.all_filters',
                                       'nova_sched_ext.filters.all_filters'],
                    enabled_filters=['ComputeFilter',
@@ -564,7 +564,8 @@ class TestKeptHostState(test.TestCase):
                    group='filter_scheduler')
         with mock.patch.object(host_manager.HostManager,
                                '_init_instance_info'):
-            self.assertTrue(host_state.KeptHostManager()._warm_models)
+            manager = host_state.KeptHostManager()
+        self.assertTrue(manager._warm_up.builds_fit_models)
 
     def test_the_warm_up_reads_at_most_its_number_new_nodes_first(self):
         self.flags(host_state_warm_up_nodes=2, group='nova_sched_ext')
@@ -636,13 +637,13 @@ class TestKeptHostState(test.TestCase):
         # Behind the poller's back (it stopped): a request reads a record
         # older than the interval plus kept_state_max_age, nothing else,
         # and drops nothing.
-        self.kept._kept_since -= 10000
-        kept_nodes = self.kept._kept_nodes
+        self.kept._records.since -= 10000
+        kept_nodes = self.kept._records.nodes
         self._kept_records()[young].read_at -= 600 + 30 + 1
         with self._reads() as reads:
             self.assertEqual([], self.differences(uuids))
         self.assertEqual([young], self._read_uuids(reads))
-        self.assertIs(kept_nodes, self.kept._kept_nodes)
+        self.assertIs(kept_nodes, self.kept._records.nodes)
 
     def test_without_the_warm_up_the_state_is_dropped_as_before(self):
         self.flags(host_state_warm_up_nodes=0,
@@ -656,7 +657,7 @@ class TestKeptHostState(test.TestCase):
         self.assertEqual({}, self._kept_records())
         uuids = sorted(self.computes)
         self.assertEqual([], self.differences(uuids))
-        self.kept._kept_since -= 601
+        self.kept._records.since -= 601
         with self._reads() as reads:
             self.assertEqual([], self.differences(uuids))
         self.assertEqual(uuids, self._read_uuids(reads))
@@ -693,7 +694,7 @@ class TestKeptHostState(test.TestCase):
         self.assertNotIn(gone, self._kept_records())
         self.assertEqual(sorted(self.computes), sorted(self._kept_records()))
         self.assertIn(host, [h for services in
-                             self.kept._kept_services.values()
+                             self.kept._records.services.values()
                              for h in services])
 
     def test_a_partial_warm_up_equals_a_full_reload_after_each_poll(self):
@@ -702,6 +703,6 @@ class TestKeptHostState(test.TestCase):
         self.flags(host_state_warm_up_nodes=2,
                    host_state_full_refresh_interval=1,
                    group='nova_sched_ext')
-        self.kept._warm_models = True
+        self.kept._warm_up.builds_fit_models = True
         self.polled = True
         self._run(17, 60, frozen_share=0.3)

@@ -304,7 +304,7 @@ class TestKeptCandidates(test.NoDBTestCase):
         self.assertIsInstance(hm, host_state.KeptHostManager)
         for node, host in ((uuids.node1, 'host1'), (uuids.node2, 'host2'),
                            (uuids.node3, 'host1')):
-            hm._kept_nodes[uuids.cell][node] = host_state._Kept(
+            hm._records.nodes[uuids.cell][node] = host_state._Kept(
                 mock.Mock(host=host), None, True, 0.0)
         self.assertEqual(
             [mock.call('host1', sorted([uuids.node1, uuids.node3])),
