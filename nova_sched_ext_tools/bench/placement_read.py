@@ -33,7 +33,23 @@ side in one process on the same cloud, the median of ``--repeats`` runs:
 ``kept``
     the same query answered from the providers the reader read
     (:func:`~nova_sched_ext.cloud.candidate_query.answer`), which must
-    give the same candidates: the bench says so, or fails.
+    give the same candidates: the bench says so, or fails;
+``first_poll``
+    the kept provider state's first poll
+    (:class:`~nova_sched_ext.cloud.provider_state.ProviderState`): the
+    listing, then four reads of every provider, what a scheduler with
+    ``kept_candidates`` reads when it starts;
+``snapshot_save``
+    that state saved to a snapshot file
+    (:mod:`~nova_sched_ext.cloud.provider_snapshot`; its size is
+    ``snapshot_bytes``);
+``first_poll_from_snapshot``
+    after claims on 1 % of the providers behind the file's back (as the
+    other schedulers make them while one restarts), a new state's first
+    poll from the file: the file taken, the listing, four reads of each
+    provider claimed on (``kept_state_snapshot_verify_per_poll = 0``; the
+    verification's reads come at later polls).  Its providers must equal
+    a full read's: the bench says so, or fails.
 
 Placement is openstack-placement's own application in this process on an
 in-memory sqlite, called without a socket (``placement.direct``,
@@ -45,17 +61,22 @@ disabled (``COMPUTE_STATUS_DISABLED``), each in one of eight aggregates.
 """
 
 import json
+import os
 import random
 import statistics
+import tempfile
 import time
 import uuid as uuid_lib
 
 from nova_sched_ext.cloud import candidate_query
 from nova_sched_ext.cloud import placement as cloud_placement
+from nova_sched_ext.cloud import provider_snapshot
+from nova_sched_ext.cloud import provider_state
 from nova_sched_ext_tools.bench import scale
 from nova_sched_ext_tools import placement_direct
 
-PHASES = ('reader', 'listing', 'candidates', 'kept')
+PHASES = ('reader', 'listing', 'candidates', 'kept', 'first_poll',
+          'snapshot_save', 'first_poll_from_snapshot')
 #: the candidates query of a small flavor, with the disabled computes left
 #: out as Nova's request filter leaves them out
 QUERY = ('resources=MEMORY_MB:512,VCPU:1'
@@ -142,6 +163,7 @@ def run_size(client, hosts, repeats, seed):
             raise RuntimeError(
                 'the kept answer differs from placement\'s: %d candidates '
                 'against %d' % (len(our_hosts), len(their_hosts)))
+        _time_snapshot(client, roots, times, calls)
     medians = {phase: statistics.median(values)
                for phase, values in times.items()}
     return {
@@ -151,7 +173,53 @@ def run_size(client, hosts, repeats, seed):
         'reader_calls': calls['reader'],
         'reader_over_listing': medians['reader'] / medians['listing'],
         'candidates_over_kept': medians['candidates'] / medians['kept'],
+        'first_poll_calls': calls['first_poll'],
+        'first_poll_from_snapshot_calls': calls['first_poll_from_snapshot'],
+        'snapshot_bytes': calls['snapshot_bytes'],
+        'first_poll_over_snapshot': (
+            medians['first_poll'] / medians['first_poll_from_snapshot']),
     }
+
+
+def _time_snapshot(client, roots, times, calls):
+    """A first poll, the save, claims, and a first poll from the file."""
+    context = placement_direct.Context('req-nse-bench-placement-read')
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, 'providers.json')
+
+        def state(verify_per_poll=0):
+            counting = placement_direct.Counting(client)
+            snapshot = provider_snapshot.Snapshot(
+                path, 300, 3600, verify_per_poll, 'Bench state')
+            return provider_state.ProviderState(
+                cloud_placement.PlacementReader(context, client=counting),
+                snapshot), counting
+
+        first, counting = state()
+        ms, _changes = _timed(first.refresh)
+        times['first_poll'].append(ms)
+        calls['first_poll'] = counting.calls
+        ms, saved = _timed(lambda: first.save_snapshot(force=True))
+        if not saved:
+            raise RuntimeError('the snapshot could not be saved to %s'
+                               % path)
+        times['snapshot_save'].append(ms)
+        calls['snapshot_bytes'] = os.path.getsize(path)
+        for uuid in roots[::100]:
+            client.call('put', '/allocations/%s' % uuid_lib.uuid4(), {
+                'allocations': {uuid: {'resources': {'VCPU': 1}}},
+                'project_id': 'bench', 'user_id': 'bench',
+                'consumer_generation': None}, version='1.28')
+        started, counting = state()
+        ms, _changes = _timed(started.refresh)
+        times['first_poll_from_snapshot'].append(ms)
+        calls['first_poll_from_snapshot'] = counting.calls
+        full, _counting = state()
+        os.unlink(path)
+        full.refresh()
+        if started.providers() != full.providers():
+            raise RuntimeError('the state started from the snapshot differs '
+                               'from a full read')
 
 
 def run(args):
@@ -183,4 +251,17 @@ def run(args):
             r['hosts'], r['ms']['reader'], r['reader_calls'],
             r['ms']['listing'], r['ms']['candidates'], r['ms']['kept'],
             r['candidates_over_kept']))
+    print()
+    print('The kept state\'s start: a first poll, and one from a snapshot '
+          'file after claims on 1 % of the providers (ms)')
+    print('%8s %12s %6s %10s %10s %12s %6s %10s' % (
+        'hosts', 'first poll', 'calls', 'save', 'file KiB', 'from file',
+        'calls', 'ratio'))
+    for r in results:
+        print('%8d %12.1f %6d %10.1f %10.0f %12.1f %6d %9.1fx' % (
+            r['hosts'], r['ms']['first_poll'], r['first_poll_calls'],
+            r['ms']['snapshot_save'], r['snapshot_bytes'] / 1024.0,
+            r['ms']['first_poll_from_snapshot'],
+            r['first_poll_from_snapshot_calls'],
+            r['first_poll_over_snapshot']))
     return 0

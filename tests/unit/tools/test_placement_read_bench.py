@@ -37,6 +37,11 @@ class TestPlacementReadBench(base.TestCase):
             # the listing, the sharing providers' listing, then three
             # reads per provider
             self.assertEqual(2 + 3 * size['hosts'], size['reader_calls'])
+            # the kept state's first poll reads every provider; from the
+            # file, the one claimed on behind its back (one in 100)
+            self.assertEqual(1 + 4 * size['hosts'], size['first_poll_calls'])
+            self.assertEqual(1 + 4, size['first_poll_from_snapshot_calls'])
+            self.assertGreater(size['snapshot_bytes'], 100 * size['hosts'])
 
     def test_bad_arguments_are_one_line(self):
         for argv, words in ((['--hosts', 'ten'], '--hosts must be'),
