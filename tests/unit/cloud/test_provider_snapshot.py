@@ -138,8 +138,11 @@ class TestFile(base.TestCase):
     def test_a_save_that_fails_warns_once_a_reason(self):
         snapshot = provider_snapshot.Snapshot(
             os.path.join(self.dir, 'missing', 'providers.json'), 300, 3600,
-            0, 'Kept test state')
+            0, 'Kept test state', clock=self.clock)
         self.assertFalse(snapshot.save([provider()]))
+        # tried again an interval later, not at every poll
+        self.assertFalse(snapshot.due())
+        self.clock.now += 300
         self.assertFalse(snapshot.save([provider()]))
         warnings = [line for line in self.log.output.splitlines()
                     if 'cannot save the snapshot' in line]
@@ -152,7 +155,7 @@ class TestFile(base.TestCase):
             name=provider_snapshot.__name__, level=logging.WARNING))
         self.assertFalse(snapshot.save([provider()]))
         self.assertEqual('', quiet.output)
-        self.assertTrue(snapshot.due())
+        self.assertFalse(snapshot.due())
 
     def test_saves_are_due_every_interval(self):
         snapshot = self.snapshot(interval=300)
