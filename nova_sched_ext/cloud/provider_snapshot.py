@@ -55,6 +55,7 @@ import time
 from oslo_log import log as logging
 
 from nova_sched_ext.cloud import placement
+from nova_sched_ext import exception
 
 LOG = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ VERSION = 1
 _INVENTORY_FIELDS = placement.Inventory._fields
 
 
-class SnapshotError(ValueError):
+class SnapshotError(exception.NovaSchedExtError, ValueError):
     """A snapshot file that cannot be used; the message says why."""
 
 
