@@ -220,7 +220,10 @@ kept_state_opts = [
              'which the kept capacity state is no longer used: while '
              'placement or a database cannot be polled, counts are made '
              'in full (and fail as they would, with one line).'),
-] + utils.snapshot_opts('kept capacity state', 'process of the API')
+] + utils.snapshot_opts(
+    'kept capacity state', 'process',
+    'when the exporter stops (the API\'s WSGI workers have no stop to '
+    'save at: they save every interval only)')
 
 ALL_OPTS = count_opts + api_opts + exporter_opts + kept_state_opts
 

@@ -406,7 +406,8 @@ kept_state_opts = [
         default=4, min=1,
         help='How many placement reads the kept provider state has in '
              'flight at once when it reads providers again.'),
-] + utils.snapshot_opts('kept provider state', 'scheduler')
+] + utils.snapshot_opts(
+    'kept provider state', 'scheduler', 'when the scheduler stops')
 
 preemption_opts = [
     cfg.StrOpt(

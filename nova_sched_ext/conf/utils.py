@@ -105,19 +105,21 @@ def resync_max_rate_opt(state, process):
              % (state, process))
 
 
-def snapshot_opts(state, process):
+def snapshot_opts(state, process, saved_at_stop):
     """The ``kept_state_snapshot_*`` options of one kept state's section.
 
     :param state: what the help calls the state, e.g. ``'kept provider
         state'``
     :param process: what keeps it, e.g. ``'scheduler'``
+    :param saved_at_stop: which of them also save when they stop, e.g.
+        ``'when the scheduler stops'``
     """
     return [
         cfg.StrOpt(
             'kept_state_snapshot_file',
             help='A file in which the %(state)s is saved every '
-                 'kept_state_snapshot_interval seconds and when the '
-                 '%(process)s stops, and from which it starts: then its '
+                 'kept_state_snapshot_interval seconds and %(at_stop)s, '
+                 'and from which the %(process)s starts: then its '
                  'first poll reads only the resource providers placement '
                  'changed since the save (their generation moved), new or '
                  'gone, instead of every provider (four calls each; about '
@@ -127,7 +129,8 @@ def snapshot_opts(state, process):
                  'placement has, never more, until the usages resync or '
                  'the verification (kept_state_snapshot_verify_per_poll) '
                  'reads it. Unset (the default): no file, every start reads '
-                 'every provider.' % {'state': state, 'process': process}),
+                 'every provider.' % {'state': state, 'process': process,
+                                      'at_stop': saved_at_stop}),
         cfg.IntOpt(
             'kept_state_snapshot_interval',
             default=300, min=1,
