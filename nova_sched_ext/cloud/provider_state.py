@@ -40,9 +40,18 @@ NoValidHost (:mod:`~nova_sched_ext.cloud.candidate_query`).
 ``tests/unit/cloud/test_provider_state.py`` pins this placement
 behaviour: it fails if placement starts bumping generations on frees.
 
-What the scheduler claims itself it records at once
-(:meth:`ProviderState.claimed`), before the next poll: the usage goes up
-and the provider is read again at that poll, whatever its generation.
+Claims are counted (:meth:`ProviderState.claimed`): the scheduler's own
+when they succeed, the other schedulers' when their casts come
+(:mod:`nova_sched_ext.claim_casts`).  The usage goes up at once, before
+the next poll, and the claim is counted against the provider: placement
+bumps a provider's generation exactly once for each allocation write
+against it, so a poll that lists the generation moved by exactly the
+claims counted since the record's generation knows the provider without
+reading it.  Any other move (a claim not counted, an inventory, trait or
+aggregate change) reads it in full, as does a claim counted while the
+poll runs.  Counting only ever spares reads: a claim counted that
+placement did not see (a cast repeated or late) leaves the state showing
+less room than placement has until a read, never more.
 
 A provider is read after the listing that named it, so what is kept may
 be newer than its generation says, never older; a change made while it
@@ -99,6 +108,11 @@ class ProviderState(object):
         self._outside = {}
         #: whether a poll has completed
         self.ready = False
+        #: {uuid: [resources, ...]}: the claims written against the
+        #: provider since the generation its record holds, as this process
+        #: learnt of them (its own, and the other schedulers' casts), in
+        #: its usages already
+        self._counted = {}
         #: where the usages resync goes on, and the part of a provider due
         self._resync_cursor = 0
         self._resync_credit = 0.0
@@ -111,19 +125,36 @@ class ProviderState(object):
         it can use (:mod:`~nova_sched_ext.cloud.provider_snapshot`): it
         then reads what placement changed since the save, not every
         provider.
+
+        A provider with counted claims (:meth:`claimed`) whose listed
+        generation moved by exactly their number is not read: those
+        claims are all that changed it, and they are in its usages
+        already.  Any other move reads it in full.
         """
         if self._snapshot is not None and not self._snapshot_taken:
             self._snapshot_taken = True
             self._take_snapshot()
+        with self._lock:
+            # Before the listing: a claim counted by now was written
+            # before it, so the listing's generation includes it.
+            counted_before = {uuid: len(claims)
+                              for uuid, claims in self._counted.items()}
         listing = self._reader.listing()
         with self._lock:
             known = {uuid: provider.generation
                      for uuid, provider in self._providers.items()}
-        todo = [summary for summary in listing
-                if summary['uuid'] not in known or
-                known[summary['uuid']] is None or
-                known[summary['uuid']] != summary.get('generation')]
-        verify = self._to_verify(listing, todo)
+        todo, confirmed = [], {}
+        for summary in listing:
+            uuid = summary['uuid']
+            base = known.get(uuid)
+            generation = summary.get('generation')
+            counted = counted_before.get(uuid, 0)
+            if (base is None or not isinstance(generation, int) or
+                    generation != base + counted):
+                todo.append(summary)
+            elif counted:
+                confirmed[uuid] = (base, generation, counted)
+        verify = self._to_verify(listing, todo, confirmed)
         read = self._reader.read_all(todo + verify)
         listed = [summary['uuid'] for summary in listing]
         with self._lock:
@@ -135,6 +166,8 @@ class ProviderState(object):
                 if provider is None:
                     # deleted while this poll read it
                     continue
+                provider = self._with_claims_since(
+                    uuid, provider, counted_before.get(uuid, 0))
                 if uuid in self._providers:
                     if index >= len(todo) and (
                             self._providers[uuid] == provider):
@@ -148,6 +181,7 @@ class ProviderState(object):
                     self._outside[uuid] = reason
                 else:
                     self._outside.pop(uuid, None)
+            self._confirm(confirmed)
             listed_now = set(listed)
             vanished = {summary['uuid'] for summary, provider
                         in zip(todo, read) if provider is None}
@@ -157,11 +191,45 @@ class ProviderState(object):
                 del self._providers[uuid]
                 self._outside.pop(uuid, None)
                 self._unverified.pop(uuid, None)
+                self._counted.pop(uuid, None)
             self._order = tuple(uuid for uuid in listed
                                 if uuid in self._providers)
             self.ready = True
         return Changes(added=frozenset(added), changed=frozenset(changed),
                        removed=frozenset(gone))
+
+    def _with_claims_since(self, uuid, provider, counted_before):
+        """``provider`` as read, with the claims counted after the listing.
+
+        Called with the lock held, for a provider this poll read in full.
+        The claims counted before the listing are in what was read.  One
+        counted later may or may not be: it is added again (the state
+        then shows less room than placement, never more) and the provider
+        is read again at the next poll.
+        """
+        claims = self._counted.pop(uuid, ())
+        later = claims[counted_before:]
+        if not later:
+            return provider
+        return provider._replace(usages=_plus(provider.usages, later),
+                                 generation=None)
+
+    def _confirm(self, confirmed):
+        """Take the listed generations of providers known by their claims.
+
+        Called with the lock held.  A provider marked to be read again, or
+        replaced, since the listing is left to the next poll.
+        """
+        for uuid, (base, generation, counted) in confirmed.items():
+            provider = self._providers.get(uuid)
+            if provider is None or provider.generation != base:
+                continue
+            self._providers[uuid] = provider._replace(generation=generation)
+            later = self._counted.get(uuid, ())[counted:]
+            if later:
+                self._counted[uuid] = later
+            else:
+                self._counted.pop(uuid, None)
 
     def _take_snapshot(self):
         """Keep the snapshot's providers, as a first read would have."""
@@ -179,16 +247,18 @@ class ProviderState(object):
                     self._unverified[provider.uuid] = None
             self._order = tuple(self._providers)
 
-    def _to_verify(self, listing, todo):
+    def _to_verify(self, listing, todo, confirmed=()):
         """Summaries of the providers taken from the snapshot to read now.
 
         At most ``verify_per_poll`` of those not read since, that this
-        poll does not read anyway, in the listing's order.
+        poll neither reads anyway nor knows by its counted claims, in the
+        listing's order.
         """
         if not self._unverified:
             return []
         limit = self._snapshot.verify_per_poll
         reading = {summary['uuid'] for summary in todo}
+        reading.update(confirmed)
         with self._lock:
             unverified = self._unverified
             return [summary for summary in listing
@@ -210,7 +280,14 @@ class ProviderState(object):
         if snapshot is None or not self.ready or not (
                 force or snapshot.due()):
             return False
-        return snapshot.save(self.providers())
+        with self._lock:
+            # A provider with claims counted is saved as one to read
+            # again: the file has no place for the count.
+            providers = [
+                self._providers[uuid] if uuid not in self._counted else
+                self._providers[uuid]._replace(generation=None)
+                for uuid in self._order]
+        return snapshot.save(providers)
 
     def providers(self):
         """The providers kept, in placement's listing order: a new list."""
@@ -266,16 +343,27 @@ class ProviderState(object):
         """
         if uuids is None:
             uuids = self.uuids()
+        with self._lock:
+            # A provider with claims counted is left to the polls: what
+            # was read may or may not hold them.
+            counting = {uuid for uuid in uuids if uuid in self._counted}
         read = self._reader.usages(uuids)
         changed = set()
         with self._lock:
             for uuid, used in read.items():
                 provider = self._providers.get(uuid)
-                if provider is None or provider.generation is None:
+                if (provider is None or provider.generation is None or
+                        uuid in counting or uuid in self._counted):
                     continue
                 now = {rc: used.get(rc, 0) for rc in provider.inventories}
                 now.update(used)
                 if now != dict(provider.usages):
+                    if any(amount > provider.usages.get(rc, 0)
+                           for rc, amount in now.items()):
+                        # A claim whose generation the state has not seen
+                        # yet (or whose cast has not come yet): read it
+                        # in full, lest the cast count it twice.
+                        provider = provider._replace(generation=None)
                     self._providers[uuid] = provider._replace(usages=now)
                     changed.add(uuid)
         return frozenset(changed)
@@ -339,17 +427,29 @@ class ProviderState(object):
         return self.resync_usages(chunk)
 
     def claimed(self, uuid, resources):
-        """The scheduler claimed ``resources`` on provider ``uuid``.
+        """A claim of ``resources`` on provider ``uuid`` was written.
 
-        The usage goes up now, and the provider is read again at the next
-        poll.  Nothing if the provider is not kept.
+        This scheduler's own claim, or another scheduler's that it cast
+        (:mod:`nova_sched_ext.claim_casts`).  The usage goes up now, and
+        the claim is counted: a poll that lists the provider's generation
+        moved by exactly the claims counted since its record's generation
+        reads nothing of it; any other move reads it in full.  Nothing if
+        the provider is not kept.
         """
         with self._lock:
             provider = self._providers.get(uuid)
             if provider is None:
                 return
-            usages = dict(provider.usages)
-            for rc, amount in resources.items():
-                usages[rc] = usages.get(rc, 0) + amount
-            self._providers[uuid] = provider._replace(usages=usages,
-                                                      generation=None)
+            resources = dict(resources)
+            self._providers[uuid] = provider._replace(
+                usages=_plus(provider.usages, [resources]))
+            self._counted.setdefault(uuid, []).append(resources)
+
+
+def _plus(usages, claims):
+    """``usages`` with the resources of ``claims`` added: a new dict."""
+    total = dict(usages)
+    for resources in claims:
+        for rc, amount in resources.items():
+            total[rc] = total.get(rc, 0) + amount
+    return total
