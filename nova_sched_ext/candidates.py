@@ -172,7 +172,7 @@ class PlacementClientView(object):
         kept = self._candidate_limit.kept
         if kept is not None:
             if claimed:
-                kept.claimed(alloc_request)
+                kept.claimed(alloc_request, context)
                 kept.remember(consumer_uuid, alloc_request)
             else:
                 kept.claim_failed(alloc_request)

@@ -30,7 +30,12 @@ the signals that keep it current; the candidate limit
   scheduler, and on every inventory, trait or aggregate change), that
   appeared or went, or that were marked changed;
 * the claims of this scheduler count at once (:meth:`claimed`), before
-  placement is polled; a claim placement refused marks its providers;
+  placement is polled; with ``kept_state_claim_casts`` each is also cast
+  to the other schedulers, which count it when the cast comes
+  (:meth:`claimed_elsewhere`, :mod:`nova_sched_ext.claim_casts`).  A
+  poll that finds a provider's generation moved by exactly the claims
+  counted does not read it; a claim placement refused marks its
+  providers;
 * room freed does not move a generation, so the frees come from Nova's
   computes, which tell the schedulers of every instance deleted or moved
   away (``delete_instance_info``; ``update_instance_info`` on the host
@@ -117,6 +122,9 @@ class KeptCandidates(object):
             'queries go to placement once the state is older than %s s'
             % self.max_age, done=self._log_changes, clock=clock,
             log=LOG)
+        #: a :class:`~nova_sched_ext.claim_casts.ClaimCasts` that tells
+        #: the other schedulers of this one's claims, or None
+        self.casts = None
         #: how queries were answered: ``kept``, ``empty`` (from the kept
         #: state, with no candidate), ``outside``, ``not_ready``,
         #: ``too_old``, ``cloud_outside`` (by placement)
@@ -197,13 +205,34 @@ class KeptCandidates(object):
                       'removed %s.', _uuids(changes.added),
                       _uuids(changes.changed), _uuids(changes.removed))
 
-    def claimed(self, alloc_request):
-        """This scheduler's claim of ``alloc_request`` succeeded."""
+    def claimed(self, alloc_request, context=None):
+        """This scheduler's claim of ``alloc_request`` succeeded.
+
+        Counted in the state, and cast to the other schedulers when
+        :attr:`casts` is set (:mod:`nova_sched_ext.claim_casts`).
+        """
+        state = self._state
+        if state is not None:
+            allocations = alloc_request.get('allocations', {})
+            for uuid, alloc in allocations.items():
+                state.claimed(uuid, alloc.get('resources', {}))
+            # The UUIDs too: devstack-lite measures the staleness from
+            # these.
+            LOG.debug('Kept provider state: counted a claim of this '
+                      'scheduler on %s.', _uuids(allocations))
+        if self.casts is not None and context is not None:
+            self.casts.cast(context, alloc_request)
+
+    def claimed_elsewhere(self, allocations):
+        """Another scheduler's claim: ``{provider uuid: {'resources'}}``."""
         state = self._state
         if state is None:
             return
-        for uuid, alloc in alloc_request.get('allocations', {}).items():
+        for uuid, alloc in allocations.items():
             state.claimed(uuid, alloc.get('resources', {}))
+        # The UUIDs too: devstack-lite measures the staleness from these.
+        LOG.debug('Kept provider state: counted a claim of another '
+                  'scheduler on %s.', _uuids(allocations))
 
     def remember(self, consumer_uuid, alloc_request):
         with self._lock:

@@ -78,6 +78,7 @@ import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 
 from nova_sched_ext import candidates
+from nova_sched_ext import claim_casts
 from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
 from nova_sched_ext.deployment_set import lock as ds_lock
@@ -145,6 +146,9 @@ class SchedulerManager(nova_manager.SchedulerManager):
             if isinstance(self.host_manager, host_state.KeptHostManager):
                 # The candidates' rows from the same poll, not per request.
                 kept.also_poll(self._poll_host_rows)
+            if conf.CONF.nova_sched_ext.kept_state_claim_casts:
+                kept.casts = claim_casts.ClaimCasts(kept)
+                self.additional_endpoints.append(kept.casts.endpoint)
         self.request_wrappers = [factory(self) for factory in factories]
         LOG.info('nova-sched-ext scheduler manager with request wrappers: '
                  '%s', ', '.join(type(w).__name__

@@ -382,6 +382,22 @@ kept_state_opts = [
              'the cells\' compute node stamps and nova-compute service '
              'rows. A change that takes room is in the state at most this '
              'long plus one poll after it was made.'),
+    cfg.BoolOpt(
+        'kept_state_claim_casts',
+        default=False,
+        help='Whether each nova-sched-ext-scheduler with kept_candidates '
+             'tells every other scheduler of each claim placement accepted '
+             'from it, by a fanout cast on the scheduler topic (namespace '
+             'nova_sched_ext.kept_state), and counts theirs. The others '
+             'then see the room taken at once instead of at their next '
+             'poll (fewer claims refused), and a poll reads nothing of a '
+             'provider whose generation moved by exactly the claims '
+             'counted (without casts, each claim costs every other '
+             'scheduler four reads of placement). A cast lost or never '
+             'sent only costs those reads. Turn it on once every '
+             'scheduler of the cloud runs a release that has it: one '
+             'without it logs an error for each cast. Read at service '
+             'start.'),
     cfg.IntOpt(
         'kept_state_resync_interval',
         default=600, min=0,

@@ -56,6 +56,7 @@ import sys
 import tempfile
 import time
 import types
+import uuid
 
 from nova_sched_ext_tools.bench import scale
 
@@ -79,6 +80,8 @@ def burst_spec(args, urls, endpoint, stream, cloud, limit):
         'urls': urls, 'endpoint': endpoint,
         'burst_seconds': args.burst_seconds,
         'poll_interval': args.burst_poll_interval,
+        'claim_casts_url': args.burst_claim_casts,
+        'claim_casts_topic': 'nse-bench-scheduler-%s' % uuid.uuid4(),
         'host_subset_size': args.burst_host_subset_size,
         'package_weighers': args.package_weighers,
         'package_host_state': args.package_host_state,
@@ -276,6 +279,11 @@ def figures(args, results, went, over):
         'poll_interval_s': results[0]['poll_interval'] if results else None,
         'host_subset_size': args.burst_host_subset_size,
         'poll_ms': [result['poll_ms'] for result in results],
+        'claim_casts': [result['casts'] for result in results],
+        'placement_gets': [result['placement_gets'] for result in results],
+        'placement_gets_per_request': (
+            sum(result['placement_gets'] for result in results) /
+            len(requests) if requests else None),
         'first_read_s': [result['first_read_s'] for result in results],
         'note': 'one process per scheduler (nova-sched-ext-scheduler\'s '
                 'manager, kept candidates, its own poller thread), one '
@@ -339,6 +347,7 @@ def serve(spec, number):
         is_public=True, extra_specs=f['extra_specs'])
         for f in spec['flavors']]
     rc = report.report_client_singleton()
+    casting = _claim_casts(conf, kept, spec, number)
     claims = collections.Counter()
     claim = rc.claim_resources
 
@@ -348,6 +357,13 @@ def serve(spec, number):
         return result
 
     rc.claim_resources = counted_claim
+    get = rc.get
+
+    def counted_get(*a, **kw):
+        claims['gets'] += 1
+        return get(*a, **kw)
+
+    rc.get = counted_get
     polls = []
     poll = kept.poll
 
@@ -387,6 +403,7 @@ def serve(spec, number):
             requests.append((placed, began, time.time()))
     finally:
         kept.stop()
+        casting.close()
     return {
         'number': number, 'requests': requests,
         'claims_placed': claims['placed'],
@@ -394,7 +411,52 @@ def serve(spec, number):
         'answers': dict(kept.counts), 'first_read_s': first_read_s,
         'poll_interval': conf.nova_sched_ext.kept_state_poll_interval,
         'poll_ms': scale.summary(polls),
+        'casts': dict(kept.casts.counts) if kept.casts else None,
+        'placement_gets': claims['gets'],
     }
+
+
+class _Casting(object):
+    """The claim casts of one scheduler process, on a real transport."""
+
+    def __init__(self, transport=None, server=None):
+        self.transport, self.server = transport, server
+
+    def close(self):
+        if self.server is not None:
+            self.server.stop()
+            self.server.wait()
+        if self.transport is not None:
+            self.transport.cleanup()
+
+
+def _claim_casts(conf, kept, spec, number):
+    """``--burst-claim-casts``: cast claims as the service does.
+
+    The bench's Nova runs on the fake transport, which does not cross
+    processes: the casts get a transport of their own, and an RPC server
+    with only their endpoint, on a topic of this run's own.
+    """
+    url = spec.get('claim_casts_url')
+    if not url:
+        return _Casting()
+    from nova import rpc
+    import oslo_messaging as messaging
+
+    from nova_sched_ext import claim_casts
+
+    transport = messaging.get_rpc_transport(conf, url=url)
+    serializer = rpc.RequestContextSerializer(None)
+    topic = spec['claim_casts_topic']
+    kept.casts = claim_casts.ClaimCasts(
+        kept, topic=topic, get_client=lambda target: messaging.
+        get_rpc_client(transport, target, serializer=serializer))
+    server = messaging.get_rpc_server(
+        transport, messaging.Target(topic=topic,
+                                    server='nse-scale-scheduler-%d' % number),
+        [kept.casts.endpoint], executor='threading', serializer=serializer)
+    server.start()
+    return _Casting(transport, server)
 
 
 def main(argv=None):

@@ -1608,6 +1608,14 @@ def add_arguments(parser):
                         help='[nova_sched_ext] kept_state_poll_interval of '
                              'the --schedulers processes (default: the '
                              'option\'s default)')
+    parser.add_argument('--burst-claim-casts', default=None,
+                        metavar='TRANSPORT_URL',
+                        help='the --schedulers processes cast their claims '
+                             'to each other ([nova_sched_ext] '
+                             'kept_state_claim_casts) over this '
+                             'oslo.messaging transport, e.g. '
+                             'rabbit://guest:guest@127.0.0.1:5672/ '
+                             '(default: no casts)')
     parser.add_argument('--max-placement-results', default=None,
                         help='comma-separated values of [scheduler] '
                              'max_placement_results for both schedulers '
@@ -1733,6 +1741,8 @@ def _in_a_child(args, size, limit=None):
         argv += ['--backend', args.backend]
     if args.burst_poll_interval is not None:
         argv += ['--burst-poll-interval', str(args.burst_poll_interval)]
+    if args.burst_claim_casts:
+        argv += ['--burst-claim-casts', args.burst_claim_casts]
     if limit is not None:
         argv += ['--max-placement-results', str(limit)]
     child = subprocess.Popen(argv, stdout=subprocess.PIPE)

@@ -766,6 +766,47 @@ class StalenessLogTest(base.TestCase):
         self.assertIsNone(multisched.seen_after(
             reads, self.P2, multisched._log_time('2026-12-04 15:49:08.000')))
 
+    def test_a_claim_counted_before_placement_was_looked_at(self):
+        counted = ('2026-12-04 15:49:07.010 1 DEBUG nova_sched_ext.'
+                   'kept_candidates [-] Kept provider state: counted a '
+                   'claim of another scheduler on %s.\n' % self.P1)
+        lines = [
+            self.line('2026-12-04 15:49:07.000', changed=[self.P1]),
+            counted,
+            self.line('2026-12-04 15:49:08.000', changed=[self.P1]),
+        ]
+        reads = multisched.kept_reads(lines)
+        written_after = multisched._log_time('2026-12-04 15:49:06.990')
+        since = multisched._log_time('2026-12-04 15:49:07.040')
+        # the claim was written between the two looks at placement: the
+        # cast counted 30 ms before the second is 0 s stale, the poll
+        # 40 ms before it is not a read of the change
+        self.assertEqual(0.0, multisched.seen_after(
+            reads, self.P1, since, written_after))
+        self.assertAlmostEqual(0.96, multisched.seen_after(
+            reads, self.P1, since), places=3)
+        self.assertAlmostEqual(0.96, multisched.seen_after(
+            [read for read in reads if len(read) == 2], self.P1, since,
+            written_after), places=3)
+
+    def test_the_kept_state_logs_the_claims_it_counts(self):
+        import logging
+
+        import fixtures
+
+        from nova_sched_ext import kept_candidates
+        log = self.useFixture(fixtures.FakeLogger(
+            name=kept_candidates.__name__, level=logging.DEBUG,
+            format='2026-12-04 15:49:07.052 1 DEBUG %(name)s [-] '
+                   '%(message)s'))
+        kept = kept_candidates.KeptCandidates(lambda: None)
+        kept._state = kept_candidates.provider_state.ProviderState(None)
+        kept.claimed({'allocations': {self.P1: {'resources': {}}}})
+        kept.claimed_elsewhere({self.P2: {'resources': {}}})
+        at = multisched._log_time('2026-12-04 15:49:07.052')
+        self.assertEqual([(at, self.P1, 'counted'), (at, self.P2, 'counted')],
+                         multisched.kept_reads(log.output.splitlines()))
+
     def test_the_kept_state_logs_what_multisched_reads(self):
         # the poller's own line, through logging, parsed back
         import logging

@@ -28,6 +28,7 @@ import oslo_messaging as messaging
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_sched_ext import candidates
+from nova_sched_ext import claim_casts
 from nova_sched_ext.deployment_set import lock as ds_lock
 from nova_sched_ext import host_state
 from nova_sched_ext import kept_candidates
@@ -280,6 +281,37 @@ class TestKeptCandidates(test.NoDBTestCase):
             start.assert_called_once_with()
             scheduler.cleanup_host()
             stop.assert_called_once_with()
+
+    def test_claim_casts_add_their_endpoint_with_the_option(self):
+        self.flags(kept_candidates=True, group='nova_sched_ext')
+        scheduler = self.build()
+        self.assertIsNone(scheduler.candidate_limit.kept.casts)
+        self.assertEqual([], [e for e in scheduler.additional_endpoints
+                              if isinstance(e, claim_casts.
+                                            ClaimCastsEndpoint)])
+        self.flags(kept_state_claim_casts=True, group='nova_sched_ext')
+        scheduler = self.build()
+        casts = scheduler.candidate_limit.kept.casts
+        self.assertIsInstance(casts, claim_casts.ClaimCasts)
+        self.assertIn(casts.endpoint, scheduler.additional_endpoints)
+        # a claim placement accepted through the manager's view is cast
+        client = mock.Mock()
+        client.claim_resources.return_value = True
+        view = scheduler.candidate_limit.client(client)
+        ctxt = context.RequestContext('u', 'p')
+        alloc_req = {'allocations': {uuids.rp: {'resources': {'VCPU': 1}}}}
+        with mock.patch.object(casts, 'cast') as cast:
+            self.assertTrue(view.claim_resources(
+                ctxt, uuids.consumer, alloc_req, uuids.project,
+                uuids.user))
+        cast.assert_called_once_with(ctxt, alloc_req)
+        # one that placement refused is not
+        client.claim_resources.return_value = False
+        with mock.patch.object(casts, 'cast') as cast:
+            self.assertFalse(view.claim_resources(
+                ctxt, uuids.consumer, alloc_req, uuids.project,
+                uuids.user))
+        cast.assert_not_called()
 
     def told(self, scheduler):
         """What delete/update_instance_info of host1, host2 mark."""

@@ -1008,9 +1008,23 @@ def _reads(lines, pattern, fields):
     return reads
 
 
+#: a scheduler log line of a claim counted in its kept state, its own or
+#: another scheduler's cast (kept_candidates.py): the claim is in the
+#: state from then on, written to placement before it
+COUNTED_LINE = re.compile(
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) .*Kept provider state: '
+    r'counted a claim of (?:this|another) scheduler on (?P<counted>[^.]*)\.')
+
+
 def kept_reads(lines):
-    """``[(time, provider uuid)]`` of the kept state's reads in ``lines``."""
-    return _reads(lines, KEPT_LINE, ('added', 'changed'))
+    """``[(time, provider uuid)]`` of the kept state's reads in ``lines``.
+
+    A claim counted is a read tagged ``counted``: ``(time, uuid,
+    'counted')`` (see :func:`seen_after`).
+    """
+    return _reads(lines, KEPT_LINE, ('added', 'changed')) + [
+        read + ('counted',)
+        for read in _reads(lines, COUNTED_LINE, ('counted',))]
 
 
 #: a capacity API log line of its kept state's poll (capacity/kept.py)
@@ -1028,10 +1042,28 @@ def capacity_reads(lines):
     return _reads(lines, CAPACITY_LINE, ('nodes', 'providers'))
 
 
-def seen_after(reads, provider, since):
-    """Seconds from ``since`` to the first read of ``provider``, or None."""
-    times = [at for at, uuid_ in reads if uuid_ == provider and at >= since]
-    return min(times) - since if times else None
+def seen_after(reads, provider, since, written_after=None):
+    """Seconds from ``since`` to the first read of ``provider``, or None.
+
+    ``since`` is when the change was seen in placement; a change seen by
+    polling placement was written between ``written_after`` (the poll
+    before) and ``since``.  A read by a poll counts from ``since`` (one
+    before it may have come before the write); a claim counted
+    (tagged ``counted``) comes after the claim's write by definition, so
+    it counts from ``written_after``: a scheduler that counted the claim
+    before the measure saw it in placement was 0 s stale.
+    """
+    times = []
+    for read in reads:
+        at, uuid_ = read[0], read[1]
+        if uuid_ != provider:
+            continue
+        start = since
+        if len(read) > 2 and written_after is not None:
+            start = written_after
+        if at >= start:
+            times.append(at)
+    return max(0.0, min(times) - since) if times else None
 
 
 def scheduler_logs():
@@ -1076,14 +1108,20 @@ def _read_lines(path):
 
 
 def _wait_allocation(cloud, server_id, present, timeout=BOOT_TIMEOUT):
-    """The time at which the server's allocations were (or were not) seen."""
+    """When the server's allocations were (or were not) seen, or None.
+
+    :returns: ``(since, written_after)``: the time they were first seen
+        so, and the time of the look before (they changed in between)
+    """
     deadline = time.monotonic() + timeout
+    looked = time.time()
     while time.monotonic() < deadline:
         body = cloud.placement.get('/allocations/%s' % server_id).json()
         if bool(body.get('allocations')) == present:
-            return time.time()
+            return time.time(), looked
+        looked = time.time()
         time.sleep(0.05)
-    return None
+    return None, None
 
 
 def staleness(cloud, args):
@@ -1120,7 +1158,7 @@ def staleness(cloud, args):
             'allocations': {provider: {'resources': {'MEMORY_MB': 64}}},
             'project_id': 'nse-staleness', 'user_id': 'nse-staleness',
             'consumer_generation': None}, microversion='1.28')
-        changes.append(('claim', provider, since))
+        changes.append(('claim', provider, since, None))
         time.sleep(1)
         cloud.placement.delete('/allocations/%s' % consumer)
         inventory = cloud.placement.get(
@@ -1135,7 +1173,7 @@ def staleness(cloud, args):
                 '/resource_providers/%s/inventories/MEMORY_MB' % provider,
                 json=body, raise_exc=False)
             if response.status_code == 200:
-                changes.append(('inventory', provider, since))
+                changes.append(('inventory', provider, since, None))
             else:
                 # the compute reported meanwhile (a generation conflict)
                 log('staleness: inventory change on %s refused (%d); '
@@ -1144,15 +1182,17 @@ def staleness(cloud, args):
         boot = cloud.boot(flavor, zones[host])
         if boot is None:
             continue
-        since = _wait_allocation(cloud, boot.id, True)
+        since, written_after = _wait_allocation(cloud, boot.id, True)
         cloud.wait_final([boot])
         if since is not None:
-            changes.append(('boot', provider, since))
+            changes.append(('boot', provider, since, written_after))
         time.sleep(1)
         cloud.delete(boot.id)
-        since = _wait_allocation(cloud, boot.id, False, timeout=120)
+        since, _written = _wait_allocation(cloud, boot.id, False,
+                                           timeout=120)
         if since is not None:
-            changes.append(('delete', provider, since))
+            # a free: the computes' word marks it, a poll reads it
+            changes.append(('delete', provider, since, None))
         time.sleep(1)
     deadline = time.time() + STALENESS_TIMEOUT
     observed = collections.defaultdict(list)   # kind -> seconds
@@ -1162,9 +1202,10 @@ def staleness(cloud, args):
                  for name, (path, parse) in readers.items()}
         observed.clear()
         missing = []
-        for kind, provider, since in changes:
+        for kind, provider, since, written_after in changes:
             for name, kept_state_reads in sorted(reads.items()):
-                seconds = seen_after(kept_state_reads, provider, since)
+                seconds = seen_after(kept_state_reads, provider, since,
+                                     written_after)
                 if seconds is None:
                     missing.append((kind, provider, name))
                 else:
