@@ -156,18 +156,27 @@ def _read_line(stream, timeout):
 
 
 def several_schedulers(ctx, args, urls, endpoint, stream, cloud, rc,
-                       limit=None):
+                       limit=None, kept_providers=None):
     """Start ``args.schedulers`` scheduler processes; the burst's figures.
 
     :param stream: the flavors of the boots, in the trace's order (after
         the replay's); process ``n`` of ``N`` sends ``stream[n::N]``, from
         the start again if it gets to the end
+    :param kept_providers: the replay's kept providers
+        (``--burst-from-snapshot``): saved to a snapshot file the
+        processes start from
     """
     with tempfile.TemporaryDirectory(prefix='nse-burst-') as tmp:
         spec_path = os.path.join(tmp, 'spec.json')
+        spec = burst_spec(args, urls, endpoint, stream, cloud, limit)
+        if kept_providers is not None:
+            from nova_sched_ext.cloud import provider_snapshot
+            spec['snapshot_file'] = os.path.join(tmp, 'providers.json')
+            provider_snapshot.Snapshot(
+                spec['snapshot_file'], interval=3600, max_age=3600,
+                verify_per_poll=0, what='Burst').save(kept_providers)
         with open(spec_path, 'w') as spec_file:
-            json.dump(burst_spec(args, urls, endpoint, stream, cloud,
-                                 limit), spec_file)
+            json.dump(spec, spec_file)
         before = over_commits(rc, cloud)
         if before:
             raise scale.BenchError(
@@ -285,6 +294,8 @@ def figures(args, results, went, over):
             sum(result['placement_gets'] for result in results) /
             len(requests) if requests else None),
         'first_read_s': [result['first_read_s'] for result in results],
+        'first_read_from_snapshot': bool(getattr(args, 'burst_from_snapshot',
+                                                 False)),
         'note': 'one process per scheduler (nova-sched-ext-scheduler\'s '
                 'manager, kept candidates, its own poller thread), one '
                 'client each sending boots back to back; claims are not '
@@ -319,6 +330,14 @@ def serve(spec, number):
     if spec['poll_interval'] is not None:
         conf.set_override('kept_state_poll_interval',
                           spec['poll_interval'], group='nova_sched_ext')
+    if spec.get('snapshot_file'):
+        # The replay's state, saved just now: its first poll reads what
+        # changed since; nothing was freed meanwhile, so no verification.
+        for name, value in (('kept_state_snapshot_file',
+                             spec['snapshot_file']),
+                            ('kept_state_snapshot_verify_per_poll', 0),
+                            ('kept_state_snapshot_interval', 3600)):
+            conf.set_override(name, value, group='nova_sched_ext')
     conf.set_override('host', 'nse-scale-scheduler-%d' % number)
     conf.set_override('host_subset_size', spec['host_subset_size'],
                       group='filter_scheduler')

@@ -1443,7 +1443,9 @@ def _run_size(args, hosts, databases, wall_started, cleanup, limit=None,
         several = burst(
             ctx, args, databases.urls, placement.endpoint,
             [r.flavor for r in following[args.requests:]], cloud, rc,
-            limit)
+            limit, kept_providers=(
+                kept._state.providers() if kept is not None and
+                args.burst_from_snapshot else None))
 
     both = [r for r in rows if r['nova_host'] and r['package_host']]
     sides = {side: _side_figures(outcomes[side]) for side in SIDES}
@@ -1616,6 +1618,14 @@ def add_arguments(parser):
                              'oslo.messaging transport, e.g. '
                              'rabbit://guest:guest@127.0.0.1:5672/ '
                              '(default: no casts)')
+    parser.add_argument('--burst-from-snapshot', action='store_true',
+                        help='the --schedulers processes start from a '
+                             'snapshot file of the replay\'s kept provider '
+                             'state ([nova_sched_ext] '
+                             'kept_state_snapshot_file, no verification: '
+                             'nothing was freed since it was saved) '
+                             'instead of reading every provider; with '
+                             '--package-candidates kept')
     parser.add_argument('--max-placement-results', default=None,
                         help='comma-separated values of [scheduler] '
                              'max_placement_results for both schedulers '
@@ -1679,6 +1689,11 @@ def run(args, burst=None):
                 args.burst_poll_interval < 0.05):
             raise BenchError('--burst-poll-interval must be at least 0.05 '
                              '(kept_state_poll_interval\'s minimum)')
+        if args.burst_from_snapshot and (
+                args.package_candidates != 'kept' or not args.schedulers):
+            raise BenchError('--burst-from-snapshot needs --schedulers and '
+                             '--package-candidates kept (the replay\'s kept '
+                             'state is what it saves)')
         started = time.perf_counter()
         if len(sizes) == 1 and len(limits) == 1:
             runs = [_in_this_process(args, sizes[0], limits[0], burst)]
@@ -1743,6 +1758,8 @@ def _in_a_child(args, size, limit=None):
         argv += ['--burst-poll-interval', str(args.burst_poll_interval)]
     if args.burst_claim_casts:
         argv += ['--burst-claim-casts', args.burst_claim_casts]
+    if args.burst_from_snapshot:
+        argv += ['--burst-from-snapshot']
     if limit is not None:
         argv += ['--max-placement-results', str(limit)]
     child = subprocess.Popen(argv, stdout=subprocess.PIPE)

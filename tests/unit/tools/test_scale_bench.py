@@ -148,7 +148,7 @@ class TestScaleBenchKeptRun(base.TestCase):
              'scale', '--json', '--hosts', '12', '--requests', '4',
              '--db', 'sqlite', '--package-candidates', 'kept',
              '--schedulers', '2', '--burst-seconds', '4',
-             '--burst-window', '2',
+             '--burst-window', '2', '--burst-from-snapshot',
              '--capacity-flavors', '3'] +
             (['--burst-claim-casts', casts] if casts else []),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -185,6 +185,8 @@ class TestScaleBenchKeptRun(base.TestCase):
         self.assertEqual(min(burst['requests_per_second_by_window']),
                          burst['lowest_window_rate'])
         self.assertEqual(2, len(burst['first_read_s']))
+        # from the replay's state, saved to a snapshot file
+        self.assertTrue(burst['first_read_from_snapshot'])
         self.assertEqual(burst['requests'],
                          burst['placed'] + burst['no_valid_host'])
         self.assertEqual([], burst['over_commits'])
@@ -233,12 +235,15 @@ class TestBurstHelpers(base.TestCase):
         self.assertEqual([], burst.rates_by_window(ends, went, 1, 2))
 
     def test_bad_burst_options_are_one_line(self):
-        for option, value, words in (
-                ('--burst-window', '0', 'and --burst-window at least 1'),
-                ('--burst-poll-interval', '0.01',
-                 '--burst-poll-interval must be at least 0.05')):
+        for options, words in (
+                (('--burst-window', '0'), 'and --burst-window at least 1'),
+                (('--burst-poll-interval', '0.01'),
+                 '--burst-poll-interval must be at least 0.05'),
+                (('--schedulers', '2', '--burst-from-snapshot'),
+                 '--burst-from-snapshot needs --schedulers and '
+                 '--package-candidates kept')):
             error = self.assertRaises(SystemExit, self.run_main, bench.main,
-                                      'scale', option, value)
+                                      'scale', *options)
             self.assertIn(words, str(error))
             self.assertNotIn('\n', str(error))
 
