@@ -518,6 +518,93 @@ class _WarmUp(object):
         return self._records.keep(seen, cell.uuid, nodes=fresh)
 
 
+class _CellRead(object):
+    """One request's read of one cell: what changed since it was kept.
+
+    Called with the cell's context (``cloud_cells.answers``), returns
+    ``(computes, fresh, found, fresh_services)``: the ``_Kept`` of every
+    candidate in the cell, those read again, the service of each of their
+    hosts, and the services read again.  A candidate is read again when
+    it is not kept, not trusted, its ``created_at``/``updated_at`` moved,
+    or it was read before ``read_before``.  With ``compute_uuids`` the
+    stamps and service rows come from the poller's last read of the cell
+    (``polled_rows(cell_uuid)``) when it has one; a candidate or host it
+    did not see is read here.
+
+    :param seen: the ``(nodes, services)`` pair of ``_KeptRecords`` the
+        request started with
+    """
+
+    def __init__(self, seen, compute_uuids, polled_rows, polled_known,
+                 read_before, margin):
+        self.kept_nodes, self.kept_services = seen
+        self.compute_uuids = compute_uuids
+        self.polled_rows = polled_rows
+        self.polled_known = polled_known
+        self.read_before = read_before
+        self.margin = margin
+
+    def __call__(self, cctxt):
+        cell_uuid = cctxt.cell_uuid
+        nodes = self.kept_nodes.get(cell_uuid, {})
+        services = self.kept_services.get(cell_uuid, {})
+        polled = (self.polled_rows(cell_uuid)
+                  if self.compute_uuids is not None else None)
+        stamps, same = self._stamps(cctxt, polled)
+        fresh_uuids = [
+            uuid for uuid, created_at, updated_at in stamps
+            if self._read_again(nodes.get(uuid), same,
+                                (created_at, updated_at))]
+        fresh = (_read_records(cctxt, fresh_uuids, self.margin)
+                 if fresh_uuids else {})
+        computes = []
+        for uuid, _created, _updated in stamps:
+            if uuid in fresh:
+                computes.append(fresh[uuid])
+            elif uuid not in fresh_uuids:
+                computes.append(nodes[uuid])
+            # else: deleted between the two reads, as Nova would not
+            # have returned it.
+        hosts = sorted({kept.compute.host for kept in computes})
+        rows = self._service_rows(cctxt, polled, hosts)
+        fresh_services = _fresh_services(cctxt, rows, services)
+        found = {row.host: fresh_services.get(row.host) or
+                 services[row.host] for row in rows}
+        return computes, fresh, found, fresh_services
+
+    def _stamps(self, cctxt, polled):
+        """The candidates' ``(uuid, created_at, updated_at)``; the test."""
+        if polled is None:
+            return _node_stamps(cctxt, self.compute_uuids), operator.eq
+        stamps = [(uuid,) + polled.stamps[uuid]
+                  for uuid in self.compute_uuids if uuid in polled.stamps]
+        unseen = [uuid for uuid in self.compute_uuids
+                  if uuid not in polled.stamps and
+                  uuid not in self.polled_known]
+        if unseen:
+            stamps += list(_node_stamps(cctxt, unseen))
+        return stamps, _same_or_newer
+
+    def _read_again(self, kept, same, stamp):
+        return (kept is None or not kept.trusted or
+                not same(kept.stamp, stamp) or
+                (self.read_before is not None and
+                 kept.read_at < self.read_before))
+
+    @staticmethod
+    def _service_rows(cctxt, polled, hosts):
+        if not hosts:
+            return ()
+        if polled is None:
+            return _service_rows(cctxt, hosts)
+        rows = [polled.services[host] for host in hosts
+                if host in polled.services]
+        unseen = [host for host in hosts if host not in polled.services]
+        if unseen:
+            rows += list(_service_rows(cctxt, unseen))
+        return rows
+
+
 class KeptHostManager(host_manager.HostManager):
     """Nova's ``HostManager``, its host state kept between requests."""
 
@@ -648,65 +735,14 @@ class KeptHostManager(host_manager.HostManager):
         made without a ``Service`` when a heartbeat alone changed it.
         """
         max_read_age = self._maybe_drop_all()
-        read_before = (time.monotonic() - max_read_age
-                       if max_read_age is not None else None)
-        margin = conf.CONF.nova_sched_ext.host_state_clock_margin
         # Without the lock: a pair a drop apart keeps nothing (keep).
         seen = (self._records.nodes, self._records.services)
-        kept_nodes, kept_services = seen
-
-        def targeted_operation(cctxt):
-            cell_uuid = cctxt.cell_uuid
-            nodes = kept_nodes.get(cell_uuid, {})
-            services = kept_services.get(cell_uuid, {})
-            polled = (self._polled_rows(cell_uuid)
-                      if compute_uuids is not None else None)
-            if polled is None:
-                stamps = _node_stamps(cctxt, compute_uuids)
-                same = operator.eq
-            else:
-                stamps = [(uuid,) + polled.stamps[uuid]
-                          for uuid in compute_uuids
-                          if uuid in polled.stamps]
-                known = self._polled_known
-                unseen = [uuid for uuid in compute_uuids
-                          if uuid not in known]
-                if unseen:
-                    stamps += list(_node_stamps(cctxt, unseen))
-                same = _same_or_newer
-            fresh_uuids = []
-            for uuid, created_at, updated_at in stamps:
-                kept = nodes.get(uuid)
-                if (kept is None or not kept.trusted or
-                        not same(kept.stamp, (created_at, updated_at)) or
-                        (read_before is not None and
-                         kept.read_at < read_before)):
-                    fresh_uuids.append(uuid)
-            fresh = (_read_records(cctxt, fresh_uuids, margin)
-                     if fresh_uuids else {})
-            computes = []
-            for uuid, _created, _updated in stamps:
-                if uuid in fresh:
-                    computes.append(fresh[uuid])
-                elif uuid not in fresh_uuids:
-                    computes.append(nodes[uuid])
-                # else: deleted between the two reads, as Nova would not
-                # have returned it.
-            hosts = sorted({kept.compute.host for kept in computes})
-            if polled is None:
-                rows = _service_rows(cctxt, hosts) if hosts else ()
-            else:
-                rows = [polled.services[host] for host in hosts
-                        if host in polled.services]
-                unseen = [host for host in hosts
-                          if host not in polled.services]
-                if unseen:
-                    rows += list(_service_rows(cctxt, unseen))
-            fresh_services = _fresh_services(cctxt, rows, services)
-            found = {row.host: fresh_services.get(row.host) or
-                     services[row.host] for row in rows}
-            return computes, fresh, found, fresh_services
-
+        targeted_operation = _CellRead(
+            seen, compute_uuids,
+            polled_rows=self._polled_rows, polled_known=self._polled_known,
+            read_before=(time.monotonic() - max_read_age
+                         if max_read_age is not None else None),
+            margin=conf.CONF.nova_sched_ext.host_state_clock_margin)
         compute_nodes = collections.defaultdict(list)
         services = {}
         for cell, result in cloud_cells.answers(context, cells,
