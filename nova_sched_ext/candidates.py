@@ -56,9 +56,13 @@ returns them all.
 With kept candidates (:mod:`nova_sched_ext.kept_candidates`) the first
 attempt's queries are answered from the state the scheduler keeps; it is
 widened the same way, and when it ends in NoValidHost with no wider limit
-the request is scheduled again with placement's own query, from Nova's
-limit (and widened as above): room freed behind the kept state's back is
-found before NoValidHost.
+the request is scheduled again with placement's own query, at the limit
+the kept state's last answer was taken at (and widened as above): room
+freed behind the kept state's back is found before NoValidHost.  Not from
+Nova's limit: placement builds every candidate whatever the limit and
+returns the first ones (with ``randomize_allocation_candidates`` off), so
+a smaller limit finds a subset at the same cost, and a request that fits
+nowhere would pay placement's whole query once per limit.
 
 How the limit reaches placement: Nova builds the query (a
 ``nova.scheduler.utils.ResourceRequest``) and sends it through the
@@ -268,15 +272,23 @@ class CandidateLimit(object):
                     wider = self._wider_limit(attempt)
                     if wider is None and attempt.answered_from_kept():
                         # The kept state may miss room freed behind its
-                        # back: placement's own query, from Nova's limit,
-                        # before NoValidHost.
+                        # back: placement's own query before NoValidHost,
+                        # at the limit the kept state's last answer was
+                        # taken at.  Placement builds every candidate
+                        # whatever the limit and returns the first ones,
+                        # so a smaller limit would only find fewer, at
+                        # the cost of a full query each (at 10,000
+                        # providers, three queries for a request that
+                        # fits nowhere instead of one).
                         LOG.info('Allocation candidates: request %(req)s '
                                  'found no host among the kept state\'s '
                                  'candidates (%(queries)s); asking '
-                                 'placement.',
+                                 'placement%(limit)s.',
                                  {'req': context.request_id,
-                                  'queries': attempt.describe()})
-                        kept = limit = None
+                                  'queries': attempt.describe(),
+                                  'limit': '' if limit is None else
+                                  ' with limit %d' % limit})
+                        kept = None
                         continue
                     if wider is None:
                         if limit is not None:

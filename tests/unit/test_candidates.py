@@ -311,7 +311,7 @@ class FakeKept(object):
         return ([{'allocations': {h: {'resources': {}}}} for h in hosts],
                 {h: {} for h in hosts}, '1.36')
 
-    def claimed(self, alloc_req):
+    def claimed(self, alloc_req, context=None):
         self.told.append(('claimed', sorted(alloc_req['allocations'])))
 
     def remember(self, consumer, alloc_req):
@@ -374,6 +374,24 @@ class KeptCandidatesTestCase(test.NoDBTestCase):
         self.assertEqual([['h1400']], result)
         self.assertEqual([1000, 4000], kept.limits)
         self.assertEqual([], placement.limits)
+
+    def test_placement_is_asked_at_the_kept_states_widest_limit(self):
+        # the kept state widened to every candidate and none fits:
+        # placement once, with that limit, not 1000 then 4000 then 10000
+        hosts = ['h%d' % i for i in range(12000)]
+        kept, placement, nova, result = self.schedule(hosts, 12000,
+                                                      'nowhere')
+        self.assertIsInstance(result, exception.NoValidHost)
+        self.assertEqual([1000, 4000, 10000], kept.limits)
+        self.assertEqual([10000], placement.limits)
+        self.assertIn('(kept state)); asking placement with limit 10000.',
+                      self.stdlog.logger.output)
+        # room freed behind its back is found at that limit too
+        kept, placement, nova, result = self.schedule(
+            hosts[:1500], 12000, 'h5000')
+        self.assertEqual([['h5000']], result)
+        self.assertEqual([1000, 4000], kept.limits)
+        self.assertEqual([4000, 10000], placement.limits)
 
     def test_what_the_state_cannot_answer_goes_to_placement_once(self):
         kept, placement, nova, result = self.schedule(None, 10, 'nowhere')
