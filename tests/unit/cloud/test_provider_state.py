@@ -52,6 +52,17 @@ def node(total=16):
             'aggregates': frozenset()}
 
 
+def claim(placement, uuid, resources, state=None):
+    """A claim written to placement; counted by ``state`` if given."""
+    placement.call('put', '/allocations/%s' % uuid_lib.uuid4(), {
+        'allocations': {uuid: {'resources': resources}},
+        'project_id': str(uuid_lib.uuid4()),
+        'user_id': str(uuid_lib.uuid4()),
+        'consumer_generation': None})
+    if state is not None:
+        state.claimed(uuid, resources)
+
+
 class TestAgainstAFullRead(base.TestCase):
 
     def setUp(self):
@@ -79,7 +90,7 @@ class TestAgainstAFullRead(base.TestCase):
         base_url = '/resource_providers/%s' % uuid
         if kind in ('claim', 'counted'):
             try:
-                self.claim(uuid, {'VCPU': 1 + number % 4})
+                claim(self.placement, uuid, {'VCPU': 1 + number % 4})
             except RuntimeError:
                 return False        # no room: placement refused it
         elif kind == 'delete':
@@ -114,14 +125,7 @@ class TestAgainstAFullRead(base.TestCase):
         return True
 
     def claim(self, uuid, resources, state=None):
-        """A claim written to placement; counted by ``state`` if given."""
-        self.placement.call('put', '/allocations/%s' % uuid_lib.uuid4(), {
-            'allocations': {uuid: {'resources': resources}},
-            'project_id': str(uuid_lib.uuid4()),
-            'user_id': str(uuid_lib.uuid4()),
-            'consumer_generation': None})
-        if state is not None:
-            state.claimed(uuid, resources)
+        claim(self.placement, uuid, resources, state)
 
     @hypothesis.settings(
         max_examples=base.hypothesis_examples(0.05, 5), deadline=None,
@@ -320,8 +324,8 @@ class TestCountedClaimsRace(base.TestCase):
         self.during = None
 
     def claim(self, vcpus):
-        TestAgainstAFullRead.claim(self, self.kept[0].uuid,
-                                   {'VCPU': vcpus}, self.state)
+        claim(self.placement, self.kept[0].uuid, {'VCPU': vcpus},
+              self.state)
 
     def hook(self, method):
         real = getattr(self.reader, method)
