@@ -98,18 +98,12 @@ class ClaimCastsTest(base.TestCase):
                                  consumer_generation=None))
         scheduler.kept.claimed(alloc_req, {})
 
-    def wait_counted(self, scheduler, number):
+    def wait_counted(self, scheduler, number, count='counted'):
+        """Until ``scheduler`` has had ``number`` casts of the kind."""
         deadline = time.monotonic() + DELIVERY
-        while scheduler.casts.counts['counted'] < number:
+        while scheduler.casts.counts[count] < number:
             self.assertLess(time.monotonic(), deadline,
-                            'a cast did not come')
-            time.sleep(0.01)
-
-    def wait_own(self, scheduler, number):
-        deadline = time.monotonic() + DELIVERY
-        while scheduler.casts.counts['own'] < number:
-            self.assertLess(time.monotonic(), deadline,
-                            'its own cast did not come back')
+                            'a cast (%s) did not come' % count)
             time.sleep(0.01)
 
     def test_a_claim_reaches_the_others_before_their_poll(self):
@@ -121,7 +115,7 @@ class ClaimCastsTest(base.TestCase):
         self.wait_counted(first, 1)
         self.wait_counted(second, 2)
         for scheduler in (first, second):
-            self.wait_own(scheduler, 1)
+            self.wait_counted(scheduler, 1, count='own')
         for scheduler in self.schedulers:
             self.assertEqual(5, scheduler.used(self.uuids[0]))
             self.assertEqual(1, scheduler.used(self.uuids[1]))
