@@ -53,6 +53,8 @@ LOG = logging.getLogger(__name__)
 #: the RPC namespace and version of the casts
 NAMESPACE = 'nova_sched_ext.kept_state'
 VERSION = '1.0'
+#: how often a cast is tried again when the broker does not take it
+CAST_RETRIES = 1
 
 
 class ClaimCasts(object):
@@ -94,7 +96,10 @@ class ClaimCasts(object):
         if not allocations:
             return
         try:
-            self._client_now().prepare(fanout=True).cast(
+            # One retry, not oslo.messaging's endless ones: the cast is
+            # sent from the request's thread, and a broker that does not
+            # answer must not hold the request.
+            self._client_now().prepare(fanout=True, retry=CAST_RETRIES).cast(
                 context, 'kept_state_claimed', sender=self.sender,
                 allocations=allocations)
         except Exception as exc:

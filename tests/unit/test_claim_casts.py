@@ -164,6 +164,23 @@ class ClaimCastsTest(base.TestCase):
         self.assertEqual({self.uuids[0]}, second.kept.poll().changed)
         self.assertEqual(4, second.used(self.uuids[0]))
 
+    def test_a_cast_is_tried_once_more_not_forever(self):
+        first = self.schedulers[0]
+        sent = []
+
+        class Client(object):
+            def prepare(self, **kwargs):
+                sent.append(kwargs)
+                return self
+
+            def cast(self, context, method, **kwargs):
+                sent.append(method)
+
+        first.casts._client = Client()
+        self.claim(first, self.uuids[0], 1)
+        self.assertEqual([{'fanout': True, 'retry': 1},
+                          'kept_state_claimed'], sent)
+
     def test_a_fault_counting_a_cast_is_logged(self):
         _first, second, _third = self.schedulers
         endpoint = second.casts.endpoint
