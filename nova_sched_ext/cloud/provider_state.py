@@ -335,25 +335,26 @@ class ProviderState(object):
         What a poll cannot see is room freed (usages that went down
         without a new generation); the inventories, traits and aggregates
         of a provider always move its generation.  A provider whose
-        generation moved meanwhile, or that is marked to be read again
-        (a claim of this scheduler), is left to the next poll, which
-        reads it in full.  Returns the UUIDs whose usages changed.
+        generation moved meanwhile, that is marked to be read again, or
+        that has claims counted (:meth:`claimed`), is left to the next
+        poll.  Returns the UUIDs whose usages changed.
 
         :param uuids: the providers to read; None: every one kept
         """
         if uuids is None:
             uuids = self.uuids()
-        with self._lock:
-            # A provider with claims counted is left to the polls: what
-            # was read may or may not hold them.
-            counting = {uuid for uuid in uuids if uuid in self._counted}
         read = self._reader.usages(uuids)
         changed = set()
         with self._lock:
             for uuid, used in read.items():
                 provider = self._providers.get(uuid)
+                # A provider with claims counted is left to the polls:
+                # what was read may or may not hold them.  Only a poll
+                # takes a count away, and the resync runs after the poll
+                # in the same thread: one counted when the read started
+                # is counted still.
                 if (provider is None or provider.generation is None or
-                        uuid in counting or uuid in self._counted):
+                        uuid in self._counted):
                     continue
                 now = {rc: used.get(rc, 0) for rc in provider.inventories}
                 now.update(used)
