@@ -215,7 +215,11 @@ _NO_TOPOLOGY = engine.prepare(m.Host(cells=(), status=m.HOST_NO_TOPOLOGY))
 
 # The packed model is cached on the HostState itself, with the host's
 # version (fit/hoststamp.py says when a host is unchanged, and why): an
-# entry is (the stamp that vouches for it, the version, the prepared host).
+# entry is (the stamp that vouches for it, the version, the prepared host,
+# {allocation candidate count: the prepared host replaying that many}).
+# The last is filled as requests need it: a pinned flavor's hosts have two
+# candidates each (Nova asks for PCPU, then VCPU), and packing the model
+# again for every host of every such request cost more than the fit.
 _CACHE_ATTR = '_nova_sched_ext_fit'
 
 
@@ -362,9 +366,9 @@ def _refresh(host_state):
         prepared = _UNSUPPORTED
     else:
         _BAD_HOSTS.forget(host_state)
-    setattr(host_state, _CACHE_ATTR,
-            (hoststamp.vouching_stamp(version), version, prepared))
-    return prepared
+    entry = (hoststamp.vouching_stamp(version), version, prepared, {})
+    setattr(host_state, _CACHE_ATTR, entry)
+    return entry
 
 
 def prepared_hosts(host_states, per_candidate=True):
@@ -389,18 +393,24 @@ def prepared_hosts(host_states, per_candidate=True):
     unchanged = hoststamp.unchanged
     for hs in host_states:
         entry = hs.__dict__.get(attr)
-        if entry is not None and (
+        if entry is None or not (
                 entry[0] == (hs.updated, hs.free_ram_mb, hs.vcpus_used,
                              hs.cpu_allocation_ratio,
                              hs.ram_allocation_ratio) or
                 unchanged(entry[1], hs)):
-            prepared = entry[2]
-        else:
-            prepared = _refresh(hs)
+            entry = _refresh(hs)
         if per_candidate and len(hs.allocation_candidates) != 1:
-            prepared = _with_candidates(
-                prepared, candidate_count(hs.allocation_candidates))
-        append(prepared)
+            count = candidate_count(hs.allocation_candidates)
+            by_count = entry[3]
+            prepared = by_count.get(count)
+            if prepared is None:
+                # A pure function of the cached model and the count; two
+                # threads building it at once build the same thing.
+                prepared = by_count[count] = _with_candidates(entry[2],
+                                                              count)
+            append(prepared)
+        else:
+            append(entry[2])
     return result
 
 

@@ -7,6 +7,7 @@ from nova import objects
 from nova.tests.unit.scheduler import fakes
 
 from nova_sched_ext.fit import adapters
+from nova_sched_ext.fit import engine
 from nova_sched_ext.fit import hoststamp
 from tests import base
 
@@ -122,9 +123,56 @@ class TestPreparedHostsReadsTheStamp(base.TestCase):
             # Unequal to any value the field had.
             setattr(host, name, object())
             with mock.patch.object(adapters, '_refresh',
-                                   return_value=entry[2]) as refresh:
+                                   return_value=entry) as refresh:
                 adapters.prepared_hosts([host])
             reused = not refresh.called
             self.assertEqual(hoststamp.unchanged(entry[1], host), reused,
                              name)
             self.assertFalse(reused, name)
+
+
+class TestPreparedHostsPerCandidateCount(base.TestCase):
+    """A host with several allocation candidates is packed once per count.
+
+    A pinned flavor's hosts each have two candidates (Nova asks placement
+    for PCPU and again for VCPU): the model that replays two runs is kept
+    beside the host's model, not packed again for every request.
+    """
+
+    def host(self, candidates):
+        from tests.unit.fit import test_slotcache
+        host = test_slotcache.host_state(
+            'h', test_slotcache.bench_host(2))
+        host.updated = datetime.datetime(2026, 1, 1, 12, 0, 0)
+        host.allocation_candidates = [{'mappings': {}}] * candidates
+        return host
+
+    def test_the_model_of_a_count_is_packed_once_and_equals_a_fresh_one(self):
+        host = self.host(2)
+        [first] = adapters.prepared_hosts([host])
+        self.assertEqual(2, first.model.candidates)
+        entry = host._nova_sched_ext_fit
+        self.assertEqual(engine.prepare(entry[2].model._replace(
+            candidates=2)), first)
+        with mock.patch.object(engine, 'prepare',
+                               side_effect=AssertionError('packed again')):
+            [again] = adapters.prepared_hosts([host])
+        self.assertIs(first, again)
+        # One candidate: the host's own model; three: packed once more.
+        host.allocation_candidates = [{'mappings': {}}]
+        self.assertEqual([entry[2]], adapters.prepared_hosts([host]))
+        self.assertEqual(1, entry[2].model.candidates)
+        host.allocation_candidates = [{'mappings': {}}] * 3
+        [three] = adapters.prepared_hosts([host])
+        self.assertEqual(3, three.model.candidates)
+        self.assertEqual({2, 3}, set(entry[3]))
+
+    def test_a_changed_host_drops_its_models_per_count(self):
+        host = self.host(2)
+        [before] = adapters.prepared_hosts([host])
+        host.vcpus_used = 40
+        [after] = adapters.prepared_hosts([host])
+        self.assertIsNot(before, after)
+        self.assertEqual(engine.prepare(
+            host._nova_sched_ext_fit[2].model._replace(candidates=2)), after)
+        self.assertNotEqual(before, after)
