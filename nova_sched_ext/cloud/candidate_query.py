@@ -58,6 +58,7 @@ placement as Nova makes them, so a stale answer costs a failed claim,
 never an over-commit.
 """
 
+import copy
 import typing
 from urllib import parse as urlparse
 
@@ -249,6 +250,44 @@ def summary(provider):
     }
 
 
+class AllocationRequest(dict):
+    """One allocation request of an answer: a ``dict``, deep-copied fast.
+
+    Nova's manager deep-copies each host's allocation requests for every
+    request, as its filters pull the hosts in (``hosts_with_alloc_reqs``:
+    ``copy.deepcopy``), 1,000 hosts a request by default. An answer's
+    requests hold only dicts, lists, strings and integers, so a plain
+    recursive copy (:func:`plain_copy`) gives what ``copy.deepcopy`` gives,
+    at under half its cost. It is still a ``dict`` to everything else:
+    JSON, ``==``, Nova's ``Selection``.
+    """
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo):
+        return AllocationRequest(
+            {key: plain_copy(item) for key, item in self.items()})
+
+
+_ATOMIC = frozenset((str, int, float, bool, type(None)))
+
+
+def plain_copy(value):
+    """A deep copy of JSON-shaped data; ``copy.deepcopy`` of anything else.
+
+    The same values as ``copy.deepcopy``; unlike it, an object met twice
+    is copied twice (an answer's requests share none).
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: plain_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [plain_copy(item) for item in value]
+    if kind in _ATOMIC:
+        return value
+    return copy.deepcopy(value)
+
+
 def answer(query, providers):
     """``(allocation_requests, provider_summaries)`` of ``query``.
 
@@ -282,10 +321,10 @@ def candidates(query, providers):
             break
         if not test(provider):
             continue
-        allocation_requests.append({
-            'allocations': {provider.uuid: {
+        allocation_requests.append(AllocationRequest(
+            allocations={provider.uuid: {
                 'resources': dict(query.resources)}},
-            'mappings': {'': [provider.uuid]},
-        })
+            mappings={'': [provider.uuid]},
+        ))
         summaries[provider.uuid] = summary(provider)
     return allocation_requests, summaries

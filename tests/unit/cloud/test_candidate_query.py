@@ -21,6 +21,9 @@ microversion and of :func:`candidate_query.answer`: the same allocation
 requests and provider summaries, up to order.
 """
 
+import copy
+import datetime
+import json
 from unittest import mock
 from urllib import parse as urlparse
 
@@ -262,3 +265,32 @@ class TestSubset(base.TestCase):
                 error = self.assertRaises(cq.OutsideSubset, cq.answer,
                                           query, providers)
                 self.assertIn(why, str(error))
+
+
+class TestAllocationRequestCopy(base.TestCase):
+    """Nova deep-copies each host's allocation requests every request."""
+
+    def test_a_deep_copy_is_equal_and_shares_nothing(self):
+        provider = p.Provider(
+            uuid='rp1', name='rp1', parent_uuid=None,
+            inventories={'VCPU': p.Inventory(total=8)}, usages={},
+            traits=frozenset(), generation=1)
+        query = cq.parse('resources=VCPU:2&limit=10')
+        [request], _summaries = cq.answer(query, [provider])
+        self.assertIsInstance(request, cq.AllocationRequest)
+        copied = copy.deepcopy([request])[0]
+        self.assertIsInstance(copied, cq.AllocationRequest)
+        self.assertEqual(copy.deepcopy(dict(request)), copied)
+        self.assertEqual(json.dumps(request), json.dumps(copied))
+        copied['allocations']['rp1']['resources']['VCPU'] = 7
+        copied['mappings'][''].append('rp2')
+        self.assertEqual({'allocations': {'rp1': {'resources': {'VCPU': 2}}},
+                          'mappings': {'': ['rp1']}}, request)
+
+    def test_other_values_are_deep_copied_as_copy_does(self):
+        when = datetime.datetime(2026, 1, 1)
+        value = {'a': [1, 'b', None, 2.5, True, (1, [2])], 'when': when}
+        copied = cq.plain_copy(value)
+        self.assertEqual(value, copied)
+        self.assertIsNot(value['a'], copied['a'])
+        self.assertIsNot(value['a'][5][1], copied['a'][5][1])
