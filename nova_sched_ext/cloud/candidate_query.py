@@ -238,16 +238,25 @@ def candidate_test(query):
 
 
 def summary(provider):
-    """The provider summary placement gives at :data:`MICROVERSION`."""
-    usages = provider.usages
-    return {
-        'resources': {rc: {'capacity': rc_room.capacity,
-                           'used': usages.get(rc, 0)}
-                      for rc, rc_room in provider.headroom().items()},
-        'traits': sorted(provider.traits),
-        'parent_provider_uuid': None,
-        'root_provider_uuid': provider.uuid,
-    }
+    """The provider summary placement gives at :data:`MICROVERSION`.
+
+    Built once per provider object (a ``Provider`` is never changed, only
+    replaced) and shared by every answer that offers it: nothing changes
+    a summary (Nova's manager only reads them, and merges a fallback's
+    into the answer's outer dict).
+    """
+    cached = provider.__dict__.get('_summary')
+    if cached is None:
+        usages = provider.usages
+        cached = provider.__dict__['_summary'] = {
+            'resources': {rc: {'capacity': rc_room.capacity,
+                               'used': usages.get(rc, 0)}
+                          for rc, rc_room in provider.headroom().items()},
+            'traits': sorted(provider.traits),
+            'parent_provider_uuid': None,
+            'root_provider_uuid': provider.uuid,
+        }
+    return cached
 
 
 class AllocationRequest(dict):

@@ -294,3 +294,22 @@ class TestAllocationRequestCopy(base.TestCase):
         self.assertEqual(value, copied)
         self.assertIsNot(value['a'], copied['a'])
         self.assertIsNot(value['a'][5][1], copied['a'][5][1])
+
+
+class TestSummaryKeptPerProvider(base.TestCase):
+
+    def test_one_summary_per_provider_object_and_a_new_one_on_change(self):
+        provider = p.Provider(
+            uuid='rp1', name='rp1', parent_uuid=None,
+            inventories={'VCPU': p.Inventory(total=8, allocation_ratio=2.0)},
+            usages={'VCPU': 3}, traits=frozenset(['B', 'A']), generation=1)
+        first = cq.summary(provider)
+        self.assertIs(first, cq.summary(provider))
+        self.assertEqual({'resources': {'VCPU': {'capacity': 16,
+                                                 'used': 3}},
+                          'traits': ['A', 'B'], 'parent_provider_uuid': None,
+                          'root_provider_uuid': 'rp1'}, first)
+        claimed = provider._replace(usages={'VCPU': 5}, generation=2)
+        self.assertEqual({'capacity': 16, 'used': 5},
+                         cq.summary(claimed)['resources']['VCPU'])
+        self.assertEqual(3, first['resources']['VCPU']['used'])
