@@ -85,6 +85,7 @@ from nova_sched_ext.cloud import computes as cloud_computes
 from nova_sched_ext.cloud import errors as cloud_errors
 from nova_sched_ext.compat import nova as nova_compat
 from nova_sched_ext import conf
+from nova_sched_ext import filter_handler
 from nova_sched_ext.fit import adapters as fit_adapters
 
 LOG = logging.getLogger(__name__)
@@ -633,6 +634,7 @@ class KeptHostManager(host_manager.HostManager):
         self._warm_up = _WarmUp(self, self._records)
         #: nodes the last warm-up left for the next polls
         self.warm_up_pending = 0
+        filter_handler.quicken(self)
         if type(self.weight_handler) is weights.HostWeightHandler:
             # Nova's loader finds weighers next to the handler's module:
             # turned, not made, as the manager itself

@@ -183,6 +183,23 @@ def request_spec_sentinel():
     return manager.SchedulerManager._sentinel
 
 
+def runs_novas_host_loop(host_filter):
+    """Whether a host filter decides host by host as Nova's base does.
+
+    True when its class keeps ``BaseFilter.filter_all`` (one
+    ``_filter_one`` per host) and ``BaseHostFilter._filter_one`` (pass
+    every host of a rebuild unless ``RUN_ON_REBUILD``, else
+    ``host_passes``): then nothing but ``host_passes`` and
+    ``RUN_ON_REBUILD`` decides a host.
+    """
+    from nova import filters
+    from nova.scheduler import filters as host_filters
+    cls = type(host_filter)
+    return (isinstance(host_filter, host_filters.BaseHostFilter) and
+            cls.filter_all is filters.BaseFilter.filter_all and
+            cls._filter_one is host_filters.BaseHostFilter._filter_one)
+
+
 def host_aggregates(host_manager, host):
     """``HostManager._get_aggregates_info(host)``: the host's aggregates.
 

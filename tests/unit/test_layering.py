@@ -106,7 +106,8 @@ CONF = 'nova_sched_ext.conf'
 PLUGINS = ('nova_sched_ext.filters', 'nova_sched_ext.weighers',
            'nova_sched_ext.deployment_set')
 ABOVE_PLUGINS = ('nova_sched_ext.preemption', 'nova_sched_ext.manager',
-                 'nova_sched_ext.host_state', 'nova_sched_ext.candidates',
+                 'nova_sched_ext.host_state', 'nova_sched_ext.filter_handler',
+                 'nova_sched_ext.candidates',
                  'nova_sched_ext.kept_candidates',
                  'nova_sched_ext.capacity', 'nova_sched_ext.cmd',
                  'nova_sched_ext.defrag')
