@@ -400,6 +400,58 @@ class _Polled(object):
         self.at = at
 
 
+class _PolledRows(object):
+    """Every enabled cell's node stamps and service rows, as last polled."""
+
+    def __init__(self):
+        #: {cell uuid: _Polled} of the last poll
+        self.by_cell = {}
+        #: the compute node UUIDs the last poll saw, in every cell
+        self.known = frozenset()
+
+    def read(self, context, cells):
+        """Read ``cells``' rows now, keep and return them by cell UUID.
+
+        A cell that does not answer is left out (its requests read their
+        own rows) with a warning.
+        """
+        def read(cctxt):
+            stamps = {row.uuid: (_naive(row.created_at),
+                                 _naive(row.updated_at))
+                      for row in _node_stamps(cctxt, None)}
+            services = {row.host: row for row in _all_service_rows(cctxt)}
+            return _Polled(stamps, services, time.monotonic())
+
+        polled = {}
+        for cell, result in cloud_cells.answers(context, cells, read):
+            if isinstance(result, cloud_errors.CellUnavailable):
+                LOG.warning('Kept host state: cannot poll cell %s (%s); '
+                            'its requests read their rows.',
+                            result.cell_uuid, result)
+                continue
+            polled[cell.uuid] = result
+        # Nova asks every cell for every candidate: a node another cell's
+        # poll saw is not this cell's to read.
+        self.known = frozenset(
+            uuid for rows in polled.values() for uuid in rows.stamps)
+        self.by_cell = polled
+        return polled
+
+    def rows(self, cell_uuid):
+        """One cell's ``_Polled``, unless unpolled or too old.
+
+        None when the cell was not polled, or its rows are older than
+        ``kept_state_max_age``.
+        """
+        polled = self.by_cell.get(cell_uuid)
+        if polled is None:
+            return None
+        if (time.monotonic() - polled.at >
+                conf.CONF.nova_sched_ext.kept_state_max_age):
+            return None
+        return polled
+
+
 class _WarmUp(object):
     """The kept records read and built in the poller's thread.
 
@@ -627,10 +679,8 @@ class KeptHostManager(host_manager.HostManager):
 
     def _init_kept(self):
         self._records = _KeptRecords()
-        # cell uuid -> _Polled, from poll_rows (kept candidates), and the
-        # node UUIDs of them all
-        self._polled = {}
-        self._polled_known = frozenset()
+        # the rows of poll_rows (kept candidates)
+        self._polled = _PolledRows()
         self._warm_up = _WarmUp(self, self._records)
         #: nodes the last warm-up left for the next polls
         self.warm_up_pending = 0
@@ -655,40 +705,10 @@ class KeptHostManager(host_manager.HostManager):
         requests would; ``warm_up_pending`` is what it left for the next
         polls.
         """
-        def read(cctxt):
-            stamps = {row.uuid: (_naive(row.created_at),
-                                 _naive(row.updated_at))
-                      for row in _node_stamps(cctxt, None)}
-            services = {row.host: row for row in _all_service_rows(cctxt)}
-            return _Polled(stamps, services, time.monotonic())
-
-        polled = {}
-        for cell, result in cloud_cells.answers(context,
-                                                list(self.enabled_cells),
-                                                read):
-            if isinstance(result, cloud_errors.CellUnavailable):
-                LOG.warning('Kept host state: cannot poll cell %s (%s); '
-                            'its requests read their rows.',
-                            result.cell_uuid, result)
-                continue
-            polled[cell.uuid] = result
-        # Nova asks every cell for every candidate: a node another cell's
-        # poll saw is not this cell's to read.
-        self._polled_known = frozenset(
-            uuid for rows in polled.values() for uuid in rows.stamps)
-        self._polled = polled
+        polled = self._polled.read(context, list(self.enabled_cells))
         limit = conf.CONF.nova_sched_ext.host_state_warm_up_nodes
         if limit:
             self.warm_up_pending = self._warm_up.run(context, polled, limit)
-
-    def _polled_rows(self, cell_uuid):
-        polled = self._polled.get(cell_uuid)
-        if polled is None:
-            return None
-        if (time.monotonic() - polled.at >
-                conf.CONF.nova_sched_ext.kept_state_max_age):
-            return None
-        return polled
 
     def drop_kept_state(self):
         """Forget every kept record: the next request reloads its hosts."""
@@ -741,7 +761,7 @@ class KeptHostManager(host_manager.HostManager):
         seen = (self._records.nodes, self._records.services)
         targeted_operation = _CellRead(
             seen, compute_uuids,
-            polled_rows=self._polled_rows, polled_known=self._polled_known,
+            polled_rows=self._polled.rows, polled_known=self._polled.known,
             read_before=(time.monotonic() - max_read_age
                          if max_read_age is not None else None),
             margin=conf.CONF.nova_sched_ext.host_state_clock_margin)

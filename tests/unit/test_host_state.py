@@ -433,7 +433,7 @@ class TestKeptHostState(test.TestCase):
             self.assertEqual([new.uuid], stamps.call_args[0][1])
             self.assertEqual([new.host], rows.call_args[0][1])
             # rows older than kept_state_max_age are not used
-            for polled in self.kept._polled.values():
+            for polled in self.kept._polled.by_cell.values():
                 polled.at -= 31
             stamps.reset_mock()
             self.assertEqual([], self.differences(uuids))
