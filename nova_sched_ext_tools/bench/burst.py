@@ -80,6 +80,7 @@ def burst_spec(args, urls, endpoint, stream, cloud, limit):
         'urls': urls, 'endpoint': endpoint,
         'burst_seconds': args.burst_seconds,
         'poll_interval': args.burst_poll_interval,
+        'resync_max_rate': args.burst_resync_max_rate,
         'claim_casts_url': args.burst_claim_casts,
         'claim_casts_topic': 'nse-bench-scheduler-%s' % uuid.uuid4(),
         'host_subset_size': args.burst_host_subset_size,
@@ -286,6 +287,8 @@ def figures(args, results, went, over):
         'errors': errors[:10], 'error_count': len(errors),
         'answers': [result['answers'] for result in results],
         'poll_interval_s': results[0]['poll_interval'] if results else None,
+        'resync_max_rate': (results[0].get('resync_max_rate')
+                            if results else None),
         'host_subset_size': args.burst_host_subset_size,
         'poll_ms': [result['poll_ms'] for result in results],
         'claim_casts': [result['casts'] for result in results],
@@ -330,6 +333,9 @@ def serve(spec, number):
     if spec['poll_interval'] is not None:
         conf.set_override('kept_state_poll_interval',
                           spec['poll_interval'], group='nova_sched_ext')
+    if spec.get('resync_max_rate') is not None:
+        conf.set_override('kept_state_resync_max_rate',
+                          spec['resync_max_rate'], group='nova_sched_ext')
     if spec.get('snapshot_file'):
         # The replay's state, saved just now: its first poll reads what
         # changed since; nothing was freed meanwhile, so no verification.
@@ -429,6 +435,7 @@ def serve(spec, number):
         'claims_refused': claims['refused'], 'errors': errors,
         'answers': dict(kept.counts), 'first_read_s': first_read_s,
         'poll_interval': conf.nova_sched_ext.kept_state_poll_interval,
+        'resync_max_rate': conf.nova_sched_ext.kept_state_resync_max_rate,
         'poll_ms': scale.summary(polls),
         'casts': dict(kept.casts.counts) if kept.casts else None,
         'placement_gets': claims['gets'],

@@ -1610,6 +1610,12 @@ def add_arguments(parser):
                         help='[nova_sched_ext] kept_state_poll_interval of '
                              'the --schedulers processes (default: the '
                              'option\'s default)')
+    parser.add_argument('--burst-resync-max-rate', type=float,
+                        default=None,
+                        help='[nova_sched_ext] kept_state_resync_max_rate of '
+                             'the --schedulers processes: at most this many '
+                             'usage reads a second each (default: the '
+                             'option\'s default; 0: no cap)')
     parser.add_argument('--burst-claim-casts', default=None,
                         metavar='TRANSPORT_URL',
                         help='the --schedulers processes cast their claims '
@@ -1689,6 +1695,10 @@ def run(args, burst=None):
                 args.burst_poll_interval < 0.05):
             raise BenchError('--burst-poll-interval must be at least 0.05 '
                              '(kept_state_poll_interval\'s minimum)')
+        if (args.burst_resync_max_rate is not None and
+                not (0 <= args.burst_resync_max_rate < float('inf'))):
+            raise BenchError('--burst-resync-max-rate must be a finite '
+                             'number, 0 or more')
         if args.burst_from_snapshot and (
                 args.package_candidates != 'kept' or not args.schedulers):
             raise BenchError('--burst-from-snapshot needs --schedulers and '
@@ -1756,6 +1766,8 @@ def _in_a_child(args, size, limit=None):
         argv += ['--backend', args.backend]
     if args.burst_poll_interval is not None:
         argv += ['--burst-poll-interval', str(args.burst_poll_interval)]
+    if args.burst_resync_max_rate is not None:
+        argv += ['--burst-resync-max-rate', str(args.burst_resync_max_rate)]
     if args.burst_claim_casts:
         argv += ['--burst-claim-casts', args.burst_claim_casts]
     if args.burst_from_snapshot:
@@ -1844,14 +1856,16 @@ def render(figures):
         lat = burst['latency_ms']
         lines.append(
             '%d scheduler processes at once, %.0f s: %d requests, %.1f a '
-            'second (lowest %.0f s window %.1f; poll every %s s) '
+            'second (lowest %.0f s window %.1f; poll every %s s, '
+            'resync at most %s reads a second) '
             '(%d placed, %d NoValidHost, %d errors); latency p50 / p95 / '
             'p99 %.0f / %.0f / %.0f ms; claims %d, refused by placement %d '
             '(conflict rate %.1f%%); over-commits in placement: %d' % (
                 burst['schedulers'], burst['seconds'], burst['requests'],
                 burst['requests_per_second'], burst['window_s'],
                 burst['lowest_window_rate'] or 0.0,
-                burst['poll_interval_s'], burst['placed'],
+                burst['poll_interval_s'], burst.get('resync_max_rate'),
+                burst['placed'],
                 burst['no_valid_host'], burst['error_count'], lat['p50'],
                 lat['p95'], lat['p99'], burst['claims'],
                 burst['claims_refused'], 100.0 * burst['conflict_rate'],

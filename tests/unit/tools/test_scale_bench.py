@@ -149,6 +149,7 @@ class TestScaleBenchKeptRun(base.TestCase):
              '--db', 'sqlite', '--package-candidates', 'kept',
              '--schedulers', '2', '--burst-seconds', '4',
              '--burst-window', '2', '--burst-from-snapshot',
+             '--burst-resync-max-rate', '2.5',
              '--capacity-flavors', '3'] +
             (['--burst-claim-casts', casts] if casts else []),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -175,6 +176,8 @@ class TestScaleBenchKeptRun(base.TestCase):
         # each scheduler in a process of its own, each handing in
         # figures
         self.assertEqual(2, burst['processes'])
+        # the processes' option, as asked
+        self.assertEqual(2.5, burst['resync_max_rate'])
         self.assertGreater(burst['requests'], 0)
         # two whole windows of 2 s; the tail after the deadline (requests
         # in flight) counts in the total only
@@ -239,6 +242,11 @@ class TestBurstHelpers(base.TestCase):
                 (('--burst-window', '0'), 'and --burst-window at least 1'),
                 (('--burst-poll-interval', '0.01'),
                  '--burst-poll-interval must be at least 0.05'),
+                (('--burst-resync-max-rate', '-1'),
+                 '--burst-resync-max-rate must be a finite number, 0 or '
+                 'more'),
+                (('--burst-resync-max-rate', 'inf'),
+                 '--burst-resync-max-rate must be a finite number'),
                 (('--schedulers', '2', '--burst-from-snapshot'),
                  '--burst-from-snapshot needs --schedulers and '
                  '--package-candidates kept')):
