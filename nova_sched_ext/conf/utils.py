@@ -101,7 +101,8 @@ def resync_max_rate_opt(state, process):
              'takes providers / kept_state_resync_max_rate seconds instead '
              '(at 10,000 providers and the defaults, 2,000 s rather than '
              '600 s). Each %s resyncs on its own: at 10,000 providers, '
-             'three of them with no cap sent placement 50 reads a second.'
+             'three of them with no cap sent placement 50 reads a second; '
+             'with several, divide what placement can spare between them.'
              % (state, process))
 
 
