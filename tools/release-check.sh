@@ -5,8 +5,9 @@
 # the compatibility seam (tests/unit/test_compat.py), the fit engine with
 # its differential tests against that release's own nova.virt.hardware
 # (tests/unit/fit/), the filters built on it (tests/unit/filters/), and the
-# kept host manager's weighing against that release's weight handler
-# (tests/unit/test_host_state_weighing.py).
+# kept host manager's weighing and filtering against that release's weight
+# and filter handlers (tests/unit/test_host_state_weighing.py,
+# tests/unit/test_filter_handler.py).
 # Ends with tools/run-tests.sh's line "N passed, N failed, N skipped";
 # exits non-zero if a test failed, none ran, or the venv could not be built.
 #
@@ -34,7 +35,7 @@ usage() {
 }
 [ $# -ge 1 ] || usage
 case "$1" in
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     31|2025.1) major=31 ;;
     32|2025.2) major=32 ;;
     33|2026.1) major=33 ;;
@@ -43,7 +44,7 @@ case "$1" in
            "32 (2025.2), 33 (2026.1), 34 (2026.2)" >&2; exit 2 ;;
 esac
 shift
-regex=${1:-'^tests\.unit\.(test_compat|test_host_state_weighing|fit|filters)\.'}
+regex=${1:-'^tests\.unit\.(test_compat|test_host_state_weighing|test_filter_handler|fit|filters)\.'}
 
 constraints=tools/constraints/nova-$major.txt
 if [ ! -s "$constraints" ]; then
